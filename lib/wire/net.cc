@@ -1,0 +1,136 @@
+#include "wire/net.h"
+
+namespace mrc::wire {
+
+uint16_t ipv4_header_checksum(const Ipv4Hdr &ip) {
+    const size_t ihl_bytes = size_t(ip.version_ihl & 0x0f) * 4;
+    uint64_t sum = csum_add(0, &ip, offsetof(Ipv4Hdr, checksum));
+    const auto *after = reinterpret_cast<const uint8_t *>(&ip) + offsetof(Ipv4Hdr, checksum) + 2;
+    sum = csum_add(sum, after, ihl_bytes - offsetof(Ipv4Hdr, checksum) - 2);
+    return static_cast<uint16_t>(~csum_fold(sum));
+}
+
+namespace {
+
+uint64_t pseudo_header_sum(const Ipv4Hdr &ip, size_t udp_bytes) {
+    uint8_t ph[12];
+    std::memcpy(ph, ip.src.b, 4);
+    std::memcpy(ph + 4, ip.dst.b, 4);
+    ph[8] = 0;
+    ph[9] = kIpProtoUdp;
+    ph[10] = static_cast<uint8_t>(udp_bytes >> 8);
+    ph[11] = static_cast<uint8_t>(udp_bytes);
+    return csum_add(0, ph, sizeof ph);
+}
+
+}  // namespace
+
+uint16_t ipv4_udp_pseudo_sum(const Ipv4Hdr &ip, uint16_t udp_bytes) {
+    return csum_fold(pseudo_header_sum(ip, udp_bytes));
+}
+
+uint16_t ipv4_udp_checksum(const Ipv4Hdr &ip, const UdpHdr *udp, size_t udp_bytes) {
+    uint64_t sum = pseudo_header_sum(ip, udp_bytes);
+    const auto *u = reinterpret_cast<const uint8_t *>(udp);
+    sum = csum_add(sum, u, offsetof(UdpHdr, checksum));
+    sum = csum_add(sum, u + sizeof(UdpHdr), udp_bytes - sizeof(UdpHdr));
+    const auto c = static_cast<uint16_t>(~csum_fold(sum));
+    return c == 0 ? 0xffff : c;
+}
+
+void write_eth_ipv4_udp(uint8_t *frame, const UdpFrameSpec &spec, uint16_t payload_bytes) {
+    auto *eth = reinterpret_cast<EthHdr *>(frame);
+    eth->dst = spec.dst_mac;
+    eth->src = spec.src_mac;
+    eth->ether_type.set(kEtherTypeIpv4);
+
+    auto *ip = reinterpret_cast<Ipv4Hdr *>(frame + sizeof(EthHdr));
+    ip->version_ihl = 0x45;
+    ip->tos = spec.tos;
+    ip->total_length.set(static_cast<uint16_t>(sizeof(Ipv4Hdr) + sizeof(UdpHdr) + payload_bytes));
+    ip->id.set(spec.ip_id);
+    ip->frag.set(kIpv4DontFragment);
+    ip->ttl = spec.ttl;
+    ip->protocol = kIpProtoUdp;
+    ip->src.set(spec.src_ip);
+    ip->dst.set(spec.dst_ip);
+    ip->checksum.set(0);
+    ip->checksum.set(ipv4_header_checksum(*ip));
+
+    auto *udp = reinterpret_cast<UdpHdr *>(frame + sizeof(EthHdr) + sizeof(Ipv4Hdr));
+    udp->src_port.set(spec.src_port);
+    udp->dst_port.set(spec.dst_port);
+    udp->length.set(static_cast<uint16_t>(sizeof(UdpHdr) + payload_bytes));
+    udp->checksum.set(0);
+}
+
+void fill_udp_checksum(uint8_t *frame) {
+    auto *ip = reinterpret_cast<Ipv4Hdr *>(frame + sizeof(EthHdr));
+    auto *udp = reinterpret_cast<UdpHdr *>(frame + sizeof(EthHdr) + sizeof(Ipv4Hdr));
+    udp->checksum.set(ipv4_udp_checksum(*ip, udp, udp->length.get()));
+}
+
+const char *to_string(NetError e) {
+    switch (e) {
+        case NetError::kOk:
+            return "ok";
+        case NetError::kTruncated:
+            return "truncated";
+        case NetError::kNotIpv4:
+            return "not IPv4";
+        case NetError::kBadIpHeader:
+            return "bad IPv4 header";
+        case NetError::kFragment:
+            return "IPv4 fragment";
+        case NetError::kNotUdp:
+            return "not UDP";
+        case NetError::kBadUdpLength:
+            return "bad UDP length";
+        case NetError::kBadIpChecksum:
+            return "bad IPv4 checksum";
+        case NetError::kBadUdpChecksum:
+            return "bad UDP checksum";
+    }
+    return "unknown";
+}
+
+NetError parse_eth_ipv4_udp(const uint8_t *frame, size_t len, UdpView *out, Checksums checksums) {
+    if (len < sizeof(EthHdr)) return NetError::kTruncated;
+    const auto *eth = reinterpret_cast<const EthHdr *>(frame);
+    size_t l2 = sizeof(EthHdr);
+    uint16_t type = eth->ether_type.get();
+    if (type == kEtherTypeVlan) {
+        if (len < l2 + sizeof(VlanTag)) return NetError::kTruncated;
+        type = reinterpret_cast<const VlanTag *>(frame + l2)->ether_type.get();
+        l2 += sizeof(VlanTag);
+    }
+    if (type != kEtherTypeIpv4) return NetError::kNotIpv4;
+    if (len < l2 + sizeof(Ipv4Hdr)) return NetError::kTruncated;
+    const auto *ip = reinterpret_cast<const Ipv4Hdr *>(frame + l2);
+    if ((ip->version_ihl >> 4) != 4) return NetError::kBadIpHeader;
+    const size_t l3 = size_t(ip->version_ihl & 0x0f) * 4;
+    const size_t ip_total = ip->total_length.get();
+    if (l3 < sizeof(Ipv4Hdr) || ip_total < l3) return NetError::kBadIpHeader;
+    if (len < l2 + ip_total) return NetError::kTruncated;
+    if (ip->frag.get() & (kIpv4MoreFragments | kIpv4FragOffsetMask)) return NetError::kFragment;
+    if (ip->protocol != kIpProtoUdp) return NetError::kNotUdp;
+    if (ip_total < l3 + sizeof(UdpHdr)) return NetError::kBadUdpLength;
+    const auto *udp = reinterpret_cast<const UdpHdr *>(frame + l2 + l3);
+    const size_t udp_len = udp->length.get();
+    if (udp_len != ip_total - l3) return NetError::kBadUdpLength;
+    if (checksums == Checksums::kVerify) {
+        if (ipv4_header_checksum(*ip) != ip->checksum.get()) return NetError::kBadIpChecksum;
+        const uint16_t c = udp->checksum.get();
+        if (c != 0 && ipv4_udp_checksum(*ip, udp, udp_len) != c) return NetError::kBadUdpChecksum;
+    }
+    out->eth = eth;
+    out->ip = ip;
+    out->udp = udp;
+    out->payload = reinterpret_cast<const uint8_t *>(udp) + sizeof(UdpHdr);
+    out->payload_bytes = static_cast<uint16_t>(udp_len - sizeof(UdpHdr));
+    out->l2_bytes = static_cast<uint16_t>(l2);
+    out->l3_bytes = static_cast<uint16_t>(l3);
+    return NetError::kOk;
+}
+
+}  // namespace mrc::wire

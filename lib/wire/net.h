@@ -1,0 +1,183 @@
+// Ethernet / IPv4 / UDP headers, Internet checksums, and a validating parser.
+//
+// Pure C++ (no DPDK, no OS headers): used by the transport core, the
+// simulator, the port self-test and the fabric emulator alike.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "common/bytes.h"
+
+namespace mrc::wire {
+
+struct MacAddr {
+    uint8_t b[6];
+    friend bool operator==(const MacAddr &, const MacAddr &) = default;
+};
+static_assert(sizeof(MacAddr) == 6);
+
+inline constexpr uint16_t kEtherTypeIpv4 = 0x0800;
+inline constexpr uint16_t kEtherTypeArp = 0x0806;
+inline constexpr uint16_t kEtherTypeVlan = 0x8100;
+inline constexpr uint16_t kEtherTypeIpv6 = 0x86dd;
+inline constexpr uint8_t kIpProtoUdp = 17;
+
+struct EthHdr {
+    MacAddr dst;
+    MacAddr src;
+    be16 ether_type;
+};
+static_assert(sizeof(EthHdr) == 14);
+
+struct VlanTag {
+    be16 tci;
+    be16 ether_type;
+};
+static_assert(sizeof(VlanTag) == 4);
+
+struct Ipv4Hdr {
+    uint8_t version_ihl;  // version 4 in the high nibble, header length in 32-bit words
+    uint8_t tos;          // DSCP (6 bits) and ECN (low 2 bits)
+    be16 total_length;    // IP header + payload, bytes
+    be16 id;
+    be16 frag;  // flags (3 bits) and fragment offset (13 bits)
+    uint8_t ttl;
+    uint8_t protocol;
+    be16 checksum;
+    be32 src;
+    be32 dst;
+};
+static_assert(sizeof(Ipv4Hdr) == 20);
+
+inline constexpr uint8_t kEcnMask = 0x03;
+inline constexpr uint8_t kEcnNotEct = 0x00;
+inline constexpr uint8_t kEcnEct1 = 0x01;
+inline constexpr uint8_t kEcnEct0 = 0x02;
+inline constexpr uint8_t kEcnCe = 0x03;
+inline constexpr uint16_t kIpv4MoreFragments = 0x2000;
+inline constexpr uint16_t kIpv4DontFragment = 0x4000;
+inline constexpr uint16_t kIpv4FragOffsetMask = 0x1fff;
+
+struct UdpHdr {
+    be16 src_port;
+    be16 dst_port;
+    be16 length;  // UDP header + payload, bytes
+    be16 checksum;
+};
+static_assert(sizeof(UdpHdr) == 8);
+
+inline constexpr size_t kEthIpv4UdpBytes = sizeof(EthHdr) + sizeof(Ipv4Hdr) + sizeof(UdpHdr);
+static_assert(kEthIpv4UdpBytes == 42);
+
+// ---- Internet checksum (RFC 1071) ------------------------------------------
+//
+// Sums are accumulated in host byte order over 8-byte words; one's
+// complement addition is byte-order independent, so the folded result is
+// swapped to network order once at the end.
+
+// Adds `len` bytes at `data` to a partial sum. Every buffer but the last of a
+// checksummed run must have an even length.
+inline uint64_t csum_add(uint64_t sum, const void *data, size_t len) {
+    const auto *p = static_cast<const uint8_t *>(data);
+    while (len >= 8) {
+        uint64_t w;
+        std::memcpy(&w, p, 8);
+        sum += w;
+        sum += (sum < w);  // end-around carry
+        p += 8;
+        len -= 8;
+    }
+    if (len) {
+        uint64_t w = 0;
+        std::memcpy(&w, p, len);  // zero padding at the end, in memory order
+        sum += w;
+        sum += (sum < w);
+    }
+    return sum;
+}
+
+// Folds a partial sum to 16 bits, in network byte order, not complemented.
+inline uint16_t csum_fold(uint64_t sum) {
+    sum = (sum & 0xffffffffu) + (sum >> 32);
+    sum = (sum & 0xffffffffu) + (sum >> 32);
+    sum = (sum & 0xffffu) + (sum >> 16);
+    sum = (sum & 0xffffu) + (sum >> 16);
+    auto v = static_cast<uint16_t>(sum);
+    if constexpr (std::endian::native == std::endian::little)
+        v = static_cast<uint16_t>((v >> 8) | (v << 8));
+    return v;
+}
+
+// The IPv4 header checksum, computed as if the checksum field were zero.
+uint16_t ipv4_header_checksum(const Ipv4Hdr &ip);
+
+// Sum of the IPv4 pseudo header for a UDP datagram of `udp_bytes` (folded, not
+// complemented): what a NIC with UDP checksum offload expects in the field.
+uint16_t ipv4_udp_pseudo_sum(const Ipv4Hdr &ip, uint16_t udp_bytes);
+
+// The full UDP checksum over pseudo header, header and payload, computed as if
+// the checksum field were zero; 0 is returned as 0xffff (RFC 768).
+uint16_t ipv4_udp_checksum(const Ipv4Hdr &ip, const UdpHdr *udp, size_t udp_bytes);
+
+// ---- Building frames ---------------------------------------------------------
+
+struct UdpFrameSpec {
+    MacAddr src_mac{};
+    MacAddr dst_mac{};
+    uint32_t src_ip = 0;  // host order
+    uint32_t dst_ip = 0;  // host order
+    uint16_t src_port = 0;
+    uint16_t dst_port = 0;
+    uint8_t tos = 0;
+    uint8_t ttl = 64;
+    uint16_t ip_id = 0;
+};
+
+// Writes Ethernet, IPv4 and UDP headers for `payload_bytes` of payload into
+// `frame` (kEthIpv4UdpBytes long). The IPv4 checksum is filled in; the UDP
+// checksum is left zero (see fill_udp_checksum or checksum offload).
+void write_eth_ipv4_udp(uint8_t *frame, const UdpFrameSpec &spec, uint16_t payload_bytes);
+
+// Computes the UDP checksum of a complete frame written by write_eth_ipv4_udp.
+void fill_udp_checksum(uint8_t *frame);
+
+// ---- Parsing -----------------------------------------------------------------
+
+enum class NetError : uint8_t {
+    kOk = 0,
+    kTruncated,     // frame shorter than the headers it announces
+    kNotIpv4,       // ether type is neither IPv4 nor one VLAN tag over IPv4
+    kBadIpHeader,   // version != 4, IHL < 5, or total length inconsistent
+    kFragment,      // IPv4 fragment: MRC never fragments
+    kNotUdp,        // IP protocol is not UDP
+    kBadUdpLength,  // UDP length disagrees with the IP payload length
+    kBadIpChecksum,
+    kBadUdpChecksum,
+};
+const char *to_string(NetError e);
+
+struct UdpView {
+    const EthHdr *eth = nullptr;
+    const Ipv4Hdr *ip = nullptr;
+    const UdpHdr *udp = nullptr;
+    const uint8_t *payload = nullptr;
+    uint16_t payload_bytes = 0;
+    uint16_t l2_bytes = 0;  // Ethernet header plus VLAN tag, if any
+    uint16_t l3_bytes = 0;  // IPv4 header including options
+};
+
+enum class Checksums : uint8_t { kSkip, kVerify };
+
+// Parses Ethernet (optionally one 802.1Q tag), IPv4 and UDP. Never reads
+// beyond `len`. Ethernet padding after the IP datagram is ignored.
+NetError parse_eth_ipv4_udp(const uint8_t *frame, size_t len, UdpView *out,
+                            Checksums checksums = Checksums::kSkip);
+
+inline constexpr uint32_t ipv4(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
+    return (uint32_t{a} << 24) | (uint32_t{b} << 16) | (uint32_t{c} << 8) | d;
+}
+
+}  // namespace mrc::wire
