@@ -1,0 +1,40 @@
+// EAL bring-up for every DPDK program of the project.
+//
+// EAL arguments come first, application arguments after "--", as in every
+// DPDK application. Errors come back as one line that names the problem.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace mrc::drivers {
+
+// Initialises EAL from argv (which must start with the program name). Returns
+// the index in argv of the first application argument (after "--"), or argc.
+// Unless the caller passed --log-level, EAL's start-up chatter is limited to
+// warnings. Call once per process.
+Result<int> eal_init(int argc, char **argv);
+
+// Same, from a list of EAL arguments (program name first); for tests.
+Result<void> eal_init(const std::vector<std::string> &args);
+
+// Releases EAL resources; a primary process also removes its runtime
+// directory (/var/run/dpdk/<prefix>), which EAL itself leaves behind.
+void eal_cleanup();
+
+// Calls eal_cleanup() when it goes out of scope: declare it right after a
+// successful eal_init(), before any port, so ports close first.
+struct EalCleanupGuard {
+    EalCleanupGuard() = default;
+    EalCleanupGuard(const EalCleanupGuard &) = delete;
+    EalCleanupGuard &operator=(const EalCleanupGuard &) = delete;
+    ~EalCleanupGuard() { eal_cleanup(); }
+};
+
+// Bytes the EAL heap can still hand out, over all NUMA sockets.
+size_t eal_heap_free_bytes();
+
+}  // namespace mrc::drivers
