@@ -95,6 +95,11 @@ const char *to_string(NetError e) {
 }
 
 NetError parse_eth_ipv4_udp(const uint8_t *frame, size_t len, UdpView *out, Checksums checksums) {
+    return parse_eth_ipv4_udp_split(frame, len, len, out, checksums);
+}
+
+NetError parse_eth_ipv4_udp_split(const uint8_t *frame, size_t len, size_t total_len, UdpView *out,
+                                  Checksums checksums) {
     if (len < sizeof(EthHdr)) return NetError::kTruncated;
     const auto *eth = reinterpret_cast<const EthHdr *>(frame);
     size_t l2 = sizeof(EthHdr);
@@ -111,14 +116,15 @@ NetError parse_eth_ipv4_udp(const uint8_t *frame, size_t len, UdpView *out, Chec
     const size_t l3 = size_t(ip->version_ihl & 0x0f) * 4;
     const size_t ip_total = ip->total_length.get();
     if (l3 < sizeof(Ipv4Hdr) || ip_total < l3) return NetError::kBadIpHeader;
-    if (len < l2 + ip_total) return NetError::kTruncated;
+    if (total_len < l2 + ip_total) return NetError::kTruncated;
     if (ip->frag.get() & (kIpv4MoreFragments | kIpv4FragOffsetMask)) return NetError::kFragment;
     if (ip->protocol != kIpProtoUdp) return NetError::kNotUdp;
     if (ip_total < l3 + sizeof(UdpHdr)) return NetError::kBadUdpLength;
+    if (len < l2 + l3 + sizeof(UdpHdr)) return NetError::kTruncated;
     const auto *udp = reinterpret_cast<const UdpHdr *>(frame + l2 + l3);
     const size_t udp_len = udp->length.get();
     if (udp_len != ip_total - l3) return NetError::kBadUdpLength;
-    if (checksums == Checksums::kVerify) {
+    if (checksums == Checksums::kVerify && len >= l2 + ip_total) {
         if (ipv4_header_checksum(*ip) != ip->checksum.get()) return NetError::kBadIpChecksum;
         const uint16_t c = udp->checksum.get();
         if (c != 0 && ipv4_udp_checksum(*ip, udp, udp_len) != c) return NetError::kBadUdpChecksum;

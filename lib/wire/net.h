@@ -176,6 +176,13 @@ enum class Checksums : uint8_t { kSkip, kVerify };
 NetError parse_eth_ipv4_udp(const uint8_t *frame, size_t len, UdpView *out,
                             Checksums checksums = Checksums::kSkip);
 
+// The same, for a frame whose first `len` bytes are at `frame` and whose
+// remaining total_len - len bytes are elsewhere: headers must lie within the
+// first part; `payload` then points just past them. Checksums are verified
+// only when the frame is contiguous (len == total_len).
+NetError parse_eth_ipv4_udp_split(const uint8_t *frame, size_t len, size_t total_len, UdpView *out,
+                                  Checksums checksums = Checksums::kSkip);
+
 inline constexpr uint32_t ipv4(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
     return (uint32_t{a} << 24) | (uint32_t{b} << 16) | (uint32_t{c} << 8) | d;
 }

@@ -333,6 +333,7 @@ int main(int argc, char **argv) {
     const std::string prefix = "mrc-smoke-" + std::to_string(getpid());
     const char *xdg = std::getenv("XDG_RUNTIME_DIR");
     mrc::test::sh("rm -rf /var/run/dpdk/" + prefix + "* /tmp/dpdk/" + prefix + "*" +
-                  (xdg ? std::string(" ") + xdg + "/dpdk/" + prefix + "*" : std::string()) + " 2>/dev/null");
+                  (xdg ? std::string(" ") + xdg + "/dpdk/" + prefix + "*" : std::string()) +
+                  " 2>/dev/null");
     return rc;
 }

@@ -1,0 +1,262 @@
+// mrc-sim: the real MRC transport core over a simulated multi-plane fabric.
+//
+//   mrc-sim --planes 4 --paths-per-plane 8 --qps 4 --msg-bytes 1048576
+//           --total-bytes 268435456 --link-gbps 400 --delay-us 2 --loss 0.001
+//           --impair 'plane=1,path=3,trim_kb=64' --fail 'plane=2,at_us=500,for_us=1000' --json
+//
+// Exit status: 0 verified, 1 verification failed (lost, corrupt, duplicated
+// or out-of-order data, a QP error, or the run timed out), 2 bad arguments.
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "core/counters.h"
+#include "sim/sim.h"
+
+using namespace mrc;
+
+namespace {
+
+// Parses "key=value,key=value" into a map; false on a malformed item.
+bool parse_kv(const std::string &spec, std::map<std::string, std::string> &out, std::string &err) {
+    std::stringstream ss(spec);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        const auto eq = item.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+            err = fmt::format("'{}' is not key=value", item);
+            return false;
+        }
+        out[item.substr(0, eq)] = item.substr(eq + 1);
+    }
+    return true;
+}
+
+bool to_double(const std::string &s, double &v) {
+    try {
+        size_t pos = 0;
+        v = std::stod(s, &pos);
+        return pos == s.size();
+    } catch (...) {
+        return false;
+    }
+}
+
+std::string parse_impair(const std::string &spec, sim::Impairment &im) {
+    std::map<std::string, std::string> kv;
+    std::string err;
+    if (!parse_kv(spec, kv, err)) return err;
+    for (const auto &[k, v] : kv) {
+        double d;
+        if (!to_double(v, d)) return fmt::format("{}={}: not a number", k, v);
+        if (k == "plane")
+            im.plane = int(d);
+        else if (k == "path")
+            im.path = int(d);
+        else if (k == "dir")
+            im.dir = int(d);
+        else if (k == "loss")
+            im.loss = d;
+        else if (k == "burst")
+            im.burst_enter = d;
+        else if (k == "burst_exit")
+            im.burst_exit = d;
+        else if (k == "ecn_kb")
+            im.ecn_kb = uint32_t(d);
+        else if (k == "trim_kb")
+            im.trim_kb = uint32_t(d);
+        else if (k == "dup")
+            im.dup = d;
+        else if (k == "reorder")
+            im.reorder = d;
+        else if (k == "reorder_us")
+            im.reorder_ns = uint64_t(d * 1000);
+        else
+            return fmt::format(
+                "unknown key '{}' (plane, path, dir, loss, burst, burst_exit, ecn_kb, trim_kb, "
+                "dup, reorder, reorder_us)",
+                k);
+        if (d < 0 && k != "plane" && k != "path" && k != "dir")
+            return fmt::format("{}={}: must not be negative", k, v);
+    }
+    return {};
+}
+
+std::string parse_fail(const std::string &spec, sim::Failure &f) {
+    std::map<std::string, std::string> kv;
+    std::string err;
+    if (!parse_kv(spec, kv, err)) return err;
+    if (!kv.count("plane")) return "needs plane=";
+    if (!kv.count("at_us")) return "needs at_us=";
+    for (const auto &[k, v] : kv) {
+        double d;
+        if (!to_double(v, d)) return fmt::format("{}={}: not a number", k, v);
+        if (d < 0) return fmt::format("{}={}: must not be negative", k, v);
+        if (k == "plane")
+            f.plane = int(d);
+        else if (k == "path")
+            f.path = int(d);
+        else if (k == "at_us")
+            f.at_ns = uint64_t(d * 1000);
+        else if (k == "for_us")
+            f.for_ns = uint64_t(d * 1000);
+        else if (k == "dir")
+            f.dir = int(d);
+        else
+            return fmt::format("unknown key '{}' (plane, path, dir, at_us, for_us)", k);
+    }
+    return {};
+}
+
+nlohmann::json counters_json(const QpCounters &c) {
+    nlohmann::json j;
+    const uint64_t *v = counter_array(c);
+    for (size_t i = 0; i < kQpCounterCount; ++i)
+        j[kQpCounterInfo[i].name] = v[i];
+    return j;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    CLI::App cli{"mrc-sim: the MRC transport core over a simulated multi-plane fabric"};
+    sim::SimConfig c;
+    double delay_us = 2, max_sim_ms = 2000;
+    bool json = false;
+    std::vector<std::string> impairs, fails;
+    std::string retry_mode = "exponential";
+    uint32_t timeout_exp = c.qp.retry.timeout_exp, retry_limit = c.qp.retry.limit;
+    cli.add_option("--planes", c.fabric.planes, "planes (NIC ports), 1-8");
+    cli.add_option("--paths-per-plane", c.fabric.paths_per_plane, "ECMP paths per plane");
+    cli.add_option("--qps", c.work.qps, "QPs writing to host B");
+    cli.add_option("--senders", c.work.senders,
+                   "sender hosts (QPs spread over them; more than one: incast)");
+    cli.add_option("--msg-bytes", c.work.msg_bytes, "bytes per WRITE");
+    cli.add_option("--total-bytes", c.work.total_bytes, "bytes to move, over all QPs");
+    cli.add_option("--depth", c.work.depth, "WRITEs outstanding per QP");
+    cli.add_flag("--write-imm", c.work.write_imm, "WRITE_WITH_IMM instead of WRITE");
+    cli.add_option("--link-gbps", c.fabric.link_gbps, "host link rate per plane, Gb/s");
+    cli.add_option("--path-gbps", c.fabric.path_gbps,
+                   "rate of each path, Gb/s (default: link rate)");
+    cli.add_option("--delay-us", delay_us, "one-way propagation delay, us");
+    cli.add_option("--queue-kb", c.fabric.queue_kb, "drop-tail limit of every queue, KiB");
+    cli.add_option("--lasthop-trim-kb", c.fabric.lasthop_trim_kb,
+                   "last hop trims above this queue, KiB (0: drops)");
+    cli.add_option("--loss", c.fabric.loss, "random loss on every path and direction, probability");
+    cli.add_option("--seed", c.seed, "seed of every random choice");
+    cli.add_option("--mtu", c.qp.mtu_payload_bytes, "payload bytes per packet");
+    cli.add_option("--evs", c.qp.evs, "EVs per QP");
+    cli.add_option("--mpr", c.qp.mpr_units, "receive window, units of 128 PSNs");
+    cli.add_option("--timeout-exp", timeout_exp, "ack timeout 1.024 us * 2^t");
+    cli.add_option("--retry-limit", retry_limit, "ack timeouts of one packet before the QP errors");
+    cli.add_option("--retry-mode", retry_mode, "linear | exponential")
+        ->check(CLI::IsMember({"linear", "exponential"}));
+    cli.add_option("--max-sim-ms", max_sim_ms, "give up after this much simulated time, ms");
+    cli.add_option("--impair", impairs,
+                   "plane=p[,path=k][,dir=0|1],loss=..,burst=..,ecn_kb=..,trim_kb=..,dup=..,"
+                   "reorder=..,reorder_us=..");
+    cli.add_option(
+        "--fail", fails,
+        "plane=p[,path=k][,dir=0|1],at_us=T[,for_us=D]: blackhole (both directions unless dir)");
+    cli.add_flag("--json", json, "print a JSON summary instead of text");
+    try {
+        cli.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        return cli.exit(e) == 0 ? 0 : 2;
+    }
+    auto usage = [](const std::string &msg) {
+        std::fprintf(stderr, "mrc-sim: %s\n", msg.c_str());
+        return 2;
+    };
+    for (const auto &s : impairs) {
+        sim::Impairment im;
+        if (auto e = parse_impair(s, im); !e.empty())
+            return usage(fmt::format("--impair '{}': {}", s, e));
+        c.fabric.impairments.push_back(im);
+    }
+    for (const auto &s : fails) {
+        sim::Failure f;
+        if (auto e = parse_fail(s, f); !e.empty())
+            return usage(fmt::format("--fail '{}': {}", s, e));
+        c.fabric.failures.push_back(f);
+    }
+    if (delay_us < 0) return usage("--delay-us must not be negative");
+    c.fabric.delay_ns = uint64_t(delay_us * 1000);
+    c.max_sim_ns = uint64_t(max_sim_ms * 1e6);
+    c.qp.retry.mode = retry_mode == "linear" ? RetryMode::kLinear : RetryMode::kExponential;
+    c.qp.retry.timeout_exp = uint8_t(std::min<uint32_t>(timeout_exp, 255));
+    c.qp.retry.limit = uint8_t(std::min<uint32_t>(retry_limit, 255));
+    if (c.qp.retry.timeout_exp > RetryPolicy::kMaxTimeoutExp)
+        return usage("--timeout-exp must be at most 24");
+    if (c.qp.retry.mode == RetryMode::kLinear && c.qp.retry.limit > RetryPolicy::kMaxLinear)
+        return usage("--retry-limit must be at most 7 with --retry-mode linear");
+    if (c.qp.retry.limit > RetryPolicy::kMaxExponential)
+        return usage("--retry-limit must be at most 25");
+    if (c.qp.mpr_units < 1 || c.qp.mpr_units > 256) return usage("--mpr must be in [1, 256]");
+    if (auto e = sim::validate(c); !e.empty()) return usage(e);
+
+    const auto t0 = std::chrono::steady_clock::now();
+    const sim::SimResult r = sim::run(c);
+    const double wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double pps = wall_s > 0 ? double(r.packets_sent) / wall_s : 0;
+
+    if (json) {
+        nlohmann::json j = {
+            {"verified", r.verified},
+            {"delivered_bytes", r.delivered_bytes},
+            {"expected_bytes", r.expected_bytes},
+            {"verify_errors", r.verify_errors},
+            {"duplicate_deliveries", r.duplicate_deliveries},
+            {"completions_in_order", r.completions_in_order},
+            {"qp_errors", r.qp_errors},
+            {"qp_error_causes", r.qp_error_causes},
+            {"messages", r.messages},
+            {"imm_delivered", r.imm_delivered},
+            {"packets_sent", r.packets_sent},
+            {"data_packets_sent", r.data_packets_sent},
+            {"packets_dropped_by_fabric", r.packets_dropped_by_fabric},
+            {"data_packets_dropped", r.data_packets_dropped},
+            {"packets_trimmed", r.packets_trimmed},
+            {"packets_ecn_marked", r.packets_ecn_marked},
+            {"packets_duplicated", r.packets_duplicated},
+            {"retransmissions", r.retransmissions},
+            {"sim_time_us", double(r.sim_time_ns) / 1000},
+            {"goodput_gbps", r.goodput_gbps},
+            {"per_plane_tx_packets", r.per_plane_tx_packets},
+            {"timed_out", r.timed_out},
+            {"events", r.events},
+            {"wall_seconds", wall_s},
+            {"sim_packets_per_wall_second", pps},
+            {"requester", counters_json(r.requester)},
+            {"responder", counters_json(r.responder)},
+        };
+        std::cout << j.dump(2) << std::endl;
+    } else {
+        std::printf(
+            "%s: %lu of %lu bytes delivered and compared, %lu verify errors, %lu duplicates, "
+            "completions %s, %u QP errors%s\n",
+            r.verified ? "VERIFIED" : "FAILED", r.delivered_bytes, r.expected_bytes,
+            r.verify_errors, r.duplicate_deliveries,
+            r.completions_in_order ? "in order" : "OUT OF ORDER", r.qp_errors,
+            r.timed_out ? ", timed out" : "");
+        std::printf(
+            "goodput %.2f Gb/s over %.1f us simulated; %lu packets sent, %lu dropped, %lu trimmed, "
+            "%lu ECN-marked, %lu duplicated; %lu retransmissions\n",
+            r.goodput_gbps, double(r.sim_time_ns) / 1000, r.packets_sent,
+            r.packets_dropped_by_fabric, r.packets_trimmed, r.packets_ecn_marked,
+            r.packets_duplicated, r.retransmissions);
+        std::printf("per-plane data packets:");
+        for (auto n : r.per_plane_tx_packets)
+            std::printf(" %lu", n);
+        std::printf("\nsimulator speed: %.2f M packets per wall second (%.2f s)\n", pps / 1e6,
+                    wall_s);
+    }
+    return r.verified ? 0 : 1;
+}

@@ -1,0 +1,19 @@
+// A fixed congestion window: the requester is limited only by this and by
+// the responder's window.
+#pragma once
+
+#include "core/cc.h"
+
+namespace mrc {
+
+class FixedWindowCc final : public CongestionControl {
+  public:
+    explicit FixedWindowCc(uint64_t window_bytes) : window_bytes_(window_bytes) {}
+    const char *name() const override { return "fixed"; }
+    uint64_t window_bytes() const override { return window_bytes_; }
+
+  private:
+    uint64_t window_bytes_;
+};
+
+}  // namespace mrc

@@ -1,0 +1,88 @@
+// Every drop and every unusual event has a named counter, declared once
+// here as data: the structs, the name tables for JSON and telemetry, and
+// docs/counters.md all come from these lists.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mrc {
+
+// Endpoint-wide: what happened to frames before they reached a QP.
+#define MRC_ENDPOINT_COUNTERS(X)                                                             \
+    X(rx_frames, "frames handed to the endpoint")                                            \
+    X(rx_not_mrc, "frames that are not IPv4/UDP to the MRC port (dropped)")                  \
+    X(rx_malformed, "MRC frames that failed header validation (dropped)")                    \
+    X(rx_bad_plane, "frames on a plane index the endpoint does not have (dropped)")          \
+    X(rx_unknown_qpn, "packets for a QPN that does not exist (dropped)")                     \
+    X(rx_qp_not_ready, "packets for a QP not in RTR/RTS (dropped)")                          \
+    X(rx_wrong_peer, "packets whose source IP is not the QP's peer on that plane (dropped)") \
+    X(tx_packets, "packets emitted by poll_tx")
+
+// Per QP, requester and responder sides.
+#define MRC_QP_COUNTERS(X)                                                                      \
+    X(tx_data_pkts, "data packets sent, first transmissions")                                   \
+    X(tx_data_bytes, "payload bytes sent, first transmissions")                                 \
+    X(tx_retx_pkts, "data packets retransmitted (all causes)")                                  \
+    X(retx_after_nack, "retransmissions caused by a NACK")                                      \
+    X(retx_after_timeout, "retransmissions caused by an ack timeout")                           \
+    X(ack_timeouts, "ack timeouts of a packet")                                                 \
+    X(tx_sacks, "SACKs sent")                                                                   \
+    X(tx_nacks, "NACKs sent")                                                                   \
+    X(tx_probe_replies, "probe replies sent")                                                   \
+    X(nacks_dropped, "NACKs not sent because the NACK queue was full")                          \
+    X(rx_data_pkts, "data packets accepted and placed")                                         \
+    X(rx_data_bytes, "payload bytes placed")                                                    \
+    X(rx_duplicates, "data packets already received (re-acked, not written)")                   \
+    X(rx_trimmed, "trimmed data packets (NACKed)")                                              \
+    X(rx_out_of_window, "data packets outside the receive window (NACKed)")                     \
+    X(rx_access_errors, "data packets with a bad key, address or length (NACKed, not written)") \
+    X(rx_no_resource, "WRITE_WITH_IMM last packets refused: immediates limit (NACKed)")         \
+    X(rx_bad_message, "data packets inconsistent with their message (dropped)")                 \
+    X(rx_ecn_ce, "data packets that arrived CE-marked")                                         \
+    X(rx_sacks, "SACKs received")                                                               \
+    X(rx_sacks_invalid, "SACKs acknowledging PSNs never sent (ignored)")                        \
+    X(rx_sacks_stale, "SACKs older than what is already acknowledged")                          \
+    X(rx_ecn_echo, "acks echoing a CE mark")                                                    \
+    X(rx_nacks, "NACKs received")                                                               \
+    X(rx_nacks_stale, "NACKs for PSNs already acknowledged or never sent (ignored)")            \
+    X(rx_probes, "probes received")                                                             \
+    X(rx_probe_replies, "probe replies received")                                               \
+    X(acked_pkts, "packets acknowledged cumulatively")                                          \
+    X(sacked_pkts, "packets acknowledged selectively before the cumulative point")              \
+    X(wr_completed, "work requests completed successfully")                                     \
+    X(wr_flushed, "work requests completed with an error")                                      \
+    X(imm_delivered, "immediates delivered to the receive completion queue")                    \
+    X(rtt_samples, "RTT samples taken from echoed timestamps")
+
+#define MRC_COUNTER_FIELD(name, doc) uint64_t name = 0;
+#define MRC_COUNTER_COUNT(name, doc) +1
+
+struct EndpointCounters {
+    MRC_ENDPOINT_COUNTERS(MRC_COUNTER_FIELD)
+};
+struct QpCounters {
+    MRC_QP_COUNTERS(MRC_COUNTER_FIELD)
+    QpCounters &operator+=(const QpCounters &o);
+};
+
+struct CounterInfo {
+    const char *name;
+    const char *doc;
+};
+inline constexpr size_t kEndpointCounterCount = 0 MRC_ENDPOINT_COUNTERS(MRC_COUNTER_COUNT);
+inline constexpr size_t kQpCounterCount = 0 MRC_QP_COUNTERS(MRC_COUNTER_COUNT);
+extern const CounterInfo kEndpointCounterInfo[kEndpointCounterCount];
+extern const CounterInfo kQpCounterInfo[kQpCounterCount];
+
+// Counters as arrays, in declaration order, for generic printing.
+inline const uint64_t *counter_array(const EndpointCounters &c) {
+    return &c.rx_frames;
+}
+inline const uint64_t *counter_array(const QpCounters &c) {
+    return &c.tx_data_pkts;
+}
+static_assert(sizeof(EndpointCounters) == kEndpointCounterCount * sizeof(uint64_t));
+static_assert(sizeof(QpCounters) == kQpCounterCount * sizeof(uint64_t));
+
+}  // namespace mrc

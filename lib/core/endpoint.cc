@@ -1,0 +1,145 @@
+#include "core/endpoint.h"
+
+#include <string>
+
+namespace mrc {
+
+Endpoint::Endpoint(const EndpointConfig &cfg)
+    : cfg_(cfg),
+      qps_(cfg.max_qps + 1),
+      mrs_(cfg.max_mrs),
+      timers_(cfg.max_qps + 1, cfg.timer_slots, cfg.timer_tick_ns) {
+    if (cfg_.planes == 0) cfg_.planes = 1;
+    if (cfg_.planes > kMaxPlanes) cfg_.planes = kMaxPlanes;
+    for (uint32_t q = cfg.max_qps; q >= 1; --q)
+        free_qpns_.push_back(q);
+    ready_.init(2 * (cfg.max_qps + 1));
+    plane_status_ = static_cast<uint8_t>((1u << cfg_.planes) - 1);
+}
+
+Endpoint::~Endpoint() = default;
+
+Result<Qp *> Endpoint::create_qp(const QpConfig &cfg) {
+    if (free_qpns_.empty())
+        return Error{"no free QP (max_qps " + std::to_string(cfg_.max_qps) + ")"};
+    if (cfg.mtu_payload_bytes == 0 || cfg.mtu_payload_bytes > 9000)
+        return Error{"QP config: mtu_payload_bytes must be in [1, 9000]"};
+    if (cfg.mpr_units == 0 || cfg.mpr_units > 256)
+        return Error{"QP config: mpr_units must be in [1, 256]"};
+    if (cfg.max_send_wr == 0 || cfg.max_inflight_pkts < 2 || cfg.max_recv_cqe == 0)
+        return Error{"QP config: queue sizes must be positive"};
+    if (cfg.retry.timeout_exp > RetryPolicy::kMaxTimeoutExp)
+        return Error{"QP config: ack timeout exponent above 24"};
+    if (cfg.retry.mode == RetryMode::kLinear && cfg.retry.limit > RetryPolicy::kMaxLinear)
+        return Error{"QP config: linear retry limit above 7"};
+    if (cfg.retry.mode == RetryMode::kExponential && cfg.retry.limit > RetryPolicy::kMaxExponential)
+        return Error{"QP config: exponential retry limit above 25"};
+    const uint32_t qpn = free_qpns_.back();
+    free_qpns_.pop_back();
+    qps_[qpn] = std::make_unique<Qp>(this, qpn, cfg);
+    return qps_[qpn].get();
+}
+
+Result<void> Endpoint::destroy_qp(uint32_t qpn) {
+    Qp *q = qp(qpn);
+    if (q == nullptr) return Error{"no QP " + std::to_string(qpn)};
+    timers_.cancel(qpn);
+    qps_[qpn].reset();
+    free_qpns_.push_back(qpn);
+    return {};
+}
+
+void Endpoint::set_plane_up(uint8_t plane, bool up) {
+    if (plane >= cfg_.planes) return;
+    if (up)
+        plane_status_ = static_cast<uint8_t>(plane_status_ | (1u << plane));
+    else
+        plane_status_ = static_cast<uint8_t>(plane_status_ & ~(1u << plane));
+}
+
+void Endpoint::mark_ready(Qp &q) {
+    if (q.in_ready_) return;
+    q.in_ready_ = true;
+    const bool pushed = ready_.try_push(q.qpn());
+    (void)pushed;  // capacity is twice the QP count: cannot fail
+}
+
+void Endpoint::on_packet(const uint8_t *head, uint32_t head_len, const uint8_t *tail,
+                         uint32_t tail_len, uint8_t plane, uint64_t now_ns) {
+    ++ctr_.rx_frames;
+    if (plane >= cfg_.planes) {
+        ++ctr_.rx_bad_plane;
+        return;
+    }
+    wire::MrcPacket p;
+    const wire::MrcError e =
+        wire::parse_mrc(head, head_len, tail, tail_len, cfg_.mrc_port, &p, cfg_.checksums);
+    if (e != wire::MrcError::kOk) {
+        if (e == wire::MrcError::kNet || e == wire::MrcError::kNotMrc)
+            ++ctr_.rx_not_mrc;
+        else
+            ++ctr_.rx_malformed;
+        return;
+    }
+    Qp *q = qp(p.dst_qpn);
+    if (q == nullptr) {
+        ++ctr_.rx_unknown_qpn;
+        return;
+    }
+    if (q->state_ != QpState::kRtr && q->state_ != QpState::kRts) {
+        ++ctr_.rx_qp_not_ready;
+        return;
+    }
+    if (plane >= q->peer_.planes || p.udp.ip->src.get() != q->peer_.path[plane].dst_ip) {
+        ++ctr_.rx_wrong_peer;
+        return;
+    }
+    switch (p.opcode) {
+        case wire::Opcode::kWrite:
+        case wire::Opcode::kWriteImm:
+            q->on_data(p, plane, now_ns);
+            break;
+        case wire::Opcode::kSack:
+            q->on_sack(p, now_ns);
+            break;
+        case wire::Opcode::kNack:
+            q->on_nack(p, now_ns);
+            break;
+        case wire::Opcode::kProbe:
+            q->on_probe(p, plane);
+            break;
+        case wire::Opcode::kProbeReply:
+            ++q->ctr_.rx_probe_replies;
+            break;
+    }
+}
+
+uint32_t Endpoint::poll_tx(TxPacket *out, uint32_t max, uint64_t now_ns) {
+    uint32_t n = 0;
+    // Round robin: each QP emits up to a burst per turn; one that still has
+    // work goes to the back. Rounds repeat while they make progress.
+    while (n < max && !ready_.empty()) {
+        const uint32_t before = n;
+        for (uint32_t turns = ready_.size(); turns > 0 && n < max; --turns) {
+            const uint32_t qpn = ready_.front();
+            ready_.pop();
+            Qp *q = qp(qpn);
+            if (q == nullptr || !q->in_ready_) continue;
+            q->in_ready_ = false;
+            const uint32_t room = max - n < cfg_.qp_tx_burst ? max - n : cfg_.qp_tx_burst;
+            n += q->emit(out + n, room, now_ns);
+            if (q->has_tx_work(now_ns)) mark_ready(*q);
+        }
+        if (n == before) break;
+    }
+    ctr_.tx_packets += n;
+    return n;
+}
+
+void Endpoint::on_time(uint64_t now_ns) {
+    timers_.advance(now_ns, [&](uint32_t qpn) {
+        if (Qp *q = qp(qpn)) q->on_timer(now_ns);
+    });
+}
+
+}  // namespace mrc

@@ -1,0 +1,326 @@
+// QP life cycle, transmit scheduling and timers. The requester's packet
+// handling is in requester.cc, the responder's in responder.cc.
+#include <algorithm>
+#include <string>
+
+#include "core/cc_fixed.h"
+#include "core/endpoint.h"
+#include "core/qp.h"
+
+namespace mrc {
+
+const char *to_string(QpState s) {
+    switch (s) {
+        case QpState::kReset:
+            return "RESET";
+        case QpState::kInit:
+            return "INIT";
+        case QpState::kRtr:
+            return "RTR";
+        case QpState::kRts:
+            return "RTS";
+        case QpState::kError:
+            return "ERROR";
+    }
+    return "?";
+}
+
+const char *to_string(WcStatus s) {
+    switch (s) {
+        case WcStatus::kSuccess:
+            return "success";
+        case WcStatus::kRetryExceeded:
+            return "retry exceeded";
+        case WcStatus::kNackRetryExceeded:
+            return "NACK retry exceeded";
+        case WcStatus::kRemoteAccessError:
+            return "remote access error";
+        case WcStatus::kRemoteProtocolError:
+            return "remote protocol error";
+        case WcStatus::kFlushed:
+            return "flushed";
+    }
+    return "?";
+}
+
+namespace {
+uint32_t pow2_at_least(uint32_t n) {
+    uint32_t c = 1;
+    while (c < n)
+        c <<= 1;
+    return c;
+}
+}  // namespace
+
+Qp::Qp(Endpoint *ep, uint32_t qpn, const QpConfig &cfg) : ep_(ep), qpn_(qpn), cfg_(cfg) {}
+Qp::~Qp() = default;
+
+Result<void> Qp::to_init(uint32_t pd) {
+    if (state_ != QpState::kReset) return Error{std::string("to_init from ") + to_string(state_)};
+    pd_ = pd;
+    // Every per-QP structure is sized here; nothing allocates after this.
+    const uint32_t sq = pow2_at_least(cfg_.max_send_wr);
+    sq_.assign(sq, WrEntry{});
+    sq_mask_ = sq - 1;
+    const uint32_t slots = pow2_at_least(cfg_.max_inflight_pkts);
+    slots_.assign(slots, TxSlot{});
+    slot_mask_ = slots - 1;
+    retx_now_.init(slots);
+    retx_later_.init(slots);
+    send_log_.init(4 * slots);
+    backoff_.clear();
+    backoff_.reserve(slots);
+    send_cq_.init(sq);
+    rwin_pkts_ = uint32_t{cfg_.mpr_units} * wire::kPsnsPerWindowUnit;
+    rwin_mask_ = rwin_pkts_ - 1;  // a power of two only when mpr_units is; see below
+    if ((rwin_pkts_ & rwin_mask_) != 0) {
+        rwin_pkts_ = pow2_at_least(rwin_pkts_);
+        rwin_mask_ = rwin_pkts_ - 1;
+    }
+    rcv_bits_.assign(rwin_pkts_ / 64, 0);
+    imm_bits_.assign(rwin_pkts_ / 64, 0);
+    imm_vals_.assign(rwin_pkts_, ImmEntry{});
+    nack_q_.init(64);
+    probe_q_.init(16);
+    recv_cq_.init(cfg_.max_recv_cqe);
+    cc_ = std::make_unique<FixedWindowCc>(cfg_.cwnd_bytes ? cfg_.cwnd_bytes : UINT64_MAX);
+    state_ = QpState::kInit;
+    return {};
+}
+
+Result<void> Qp::to_rtr(const QpPeer &peer, Psn expected_psn) {
+    if (state_ != QpState::kInit) return Error{std::string("to_rtr from ") + to_string(state_)};
+    if (peer.planes == 0 || peer.planes > kMaxPlanes)
+        return Error{"to_rtr: planes must be in [1, 8]"};
+    if (peer.dst_qpn == 0 || peer.dst_qpn > wire::kQpnMask)
+        return Error{"to_rtr: bad destination QPN"};
+    peer_ = peer;
+    evs_.init(cfg_.evs, peer.planes, cfg_.ev_seed ^ (uint64_t{qpn_} << 32));
+    epsn_ = deliver_psn_ = max_seen_ = expected_psn;
+    state_ = QpState::kRtr;
+    return {};
+}
+
+Result<void> Qp::to_rts(Psn send_psn) {
+    if (state_ != QpState::kRtr) return Error{std::string("to_rts from ") + to_string(state_)};
+    snd_una_ = snd_nxt_ = send_psn;
+    // Until the peer says otherwise, assume it has the window we have.
+    peer_window_pkts_ = rwin_pkts_;
+    state_ = QpState::kRts;
+    return {};
+}
+
+void Qp::to_error(WcStatus cause) {
+    fail(cause);
+}
+
+void Qp::fail(WcStatus cause) {
+    if (state_ == QpState::kError) return;
+    if (state_ == QpState::kReset) return;
+    state_ = QpState::kError;
+    error_cause_ = cause;
+    // Complete everything outstanding: the oldest with the cause, the rest flushed.
+    bool first = true;
+    while (sq_head_ != sq_tail_) {
+        WrEntry &w = sq_[sq_head_ & sq_mask_];
+        SendCompletion c{w.wr.wr_id, first ? cause : WcStatus::kFlushed, w.wr.length, w.msn};
+        first = false;
+        if (!send_cq_.try_push(c)) break;  // CQ full: the rest are lost with the QP
+        ++ctr_.wr_flushed;
+        ++sq_head_;
+    }
+    sq_head_ = sq_seg_ = sq_tail_;
+    retx_now_.clear();
+    retx_later_.clear();
+    send_log_.clear();
+    backoff_.clear();
+    nack_q_.clear();
+    probe_q_.clear();
+    ack_due_now_ = ack_pending_ = false;
+    inflight_bytes_ = 0;
+    ep_->cancel_timer(*this);
+}
+
+void Qp::reset() {
+    ep_->cancel_timer(*this);
+    state_ = QpState::kReset;
+    error_cause_ = WcStatus::kSuccess;
+    ctr_ = QpCounters{};
+    sq_head_ = sq_seg_ = sq_tail_ = next_msn_ = 0;
+    inflight_bytes_ = 0;
+    pkts_since_ack_req_ = 0;
+    pending_imm_ = 0;
+    bytes_since_ack_ = 0;
+    ack_due_now_ = ack_pending_ = false;
+    // Queues and windows are sized again by to_init().
+}
+
+// ---- application ----------------------------------------------------------------
+
+PostResult Qp::post_write(const WriteRequest &wr) {
+    if (state_ != QpState::kRts) return PostResult::kNotReady;
+    if (wr.length == 0 || wr.local == nullptr) return PostResult::kBadLength;
+    if (sq_tail_ - sq_head_ >= sq_.size()) return PostResult::kQueueFull;
+    WrEntry &w = sq_[sq_tail_ & sq_mask_];
+    w.wr = wr;
+    w.msn = next_msn_++;
+    w.npkts = (wr.length + cfg_.mtu_payload_bytes - 1) / cfg_.mtu_payload_bytes;
+    w.sent_pkts = 0;
+    ++sq_tail_;
+    became_ready();
+    return PostResult::kOk;
+}
+
+uint32_t Qp::poll_send_cq(SendCompletion *out, uint32_t max) {
+    uint32_t n = 0;
+    while (n < max && !send_cq_.empty()) {
+        out[n++] = send_cq_.front();
+        send_cq_.pop();
+    }
+    if (n && state_ == QpState::kRts) complete_wrs();  // room for completions held back
+    return n;
+}
+
+uint32_t Qp::poll_recv_cq(RecvCompletion *out, uint32_t max) {
+    uint32_t n = 0;
+    while (n < max && !recv_cq_.empty()) {
+        out[n++] = recv_cq_.front();
+        recv_cq_.pop();
+    }
+    if (n) {
+        deliver_imms();  // immediates held back by a full CQ
+        // The window the requester last heard of may be (nearly) closed:
+        // tell it that it reopened, or it waits for an ack that never comes.
+        if (state_ == QpState::kRtr || state_ == QpState::kRts) {
+            if (last_adv_rwnd_units_ * 2 < rwnd_units()) {
+                ack_due_now_ = true;
+                became_ready();
+            }
+        }
+    }
+    return n;
+}
+
+// ---- transmit scheduling ------------------------------------------------------------
+
+void Qp::became_ready() {
+    ep_->mark_ready(*this);
+}
+
+bool Qp::has_tx_work(uint64_t now_ns) const {
+    if (state_ != QpState::kRtr && state_ != QpState::kRts) return false;
+    if (ack_due_now_ || !nack_q_.empty() || !probe_q_.empty()) return true;
+    if (state_ != QpState::kRts) return false;
+    if (!retx_now_.empty()) return true;
+    if (!retx_later_.empty() && retx_later_.front().due_ns <= now_ns) return true;
+    return sq_seg_ != sq_tail_ && can_send_new();
+}
+
+uint32_t Qp::emit(TxPacket *out, uint32_t max, uint64_t now_ns) {
+    uint32_t n = 0;
+    if (state_ != QpState::kRtr && state_ != QpState::kRts) return 0;
+    // Control first: NACKs, probe replies, then the ack.
+    while (n < max && !nack_q_.empty()) {
+        const NackEntry &e = nack_q_.front();
+        wire::NackFields f;
+        f.dst_qpn = peer_.dst_qpn;
+        f.psn = Psn(e.psn);
+        f.reason = static_cast<wire::NackReason>(e.reason);
+        f.flags = e.flags;
+        f.ev_echo = e.ev;
+        f.cum_psn = epsn_;
+        f.ts_echo = e.ts;
+        f.rwnd_units = static_cast<uint16_t>(rwnd_units());
+        f.plane_status = ep_->plane_status();
+        TxPacket &t = out[n++];
+        t.hdr_len = wire::write_nack(t.hdr, peer_.path[e.plane], evs_.next_reverse_ev(e.plane), f);
+        t.payload = nullptr;
+        t.payload_len = 0;
+        t.plane = e.plane;
+        t.qpn = qpn_;
+        nack_q_.pop();
+        ++ctr_.tx_nacks;
+    }
+    while (n < max && !probe_q_.empty()) {
+        const ProbeEntry &e = probe_q_.front();
+        wire::ProbeFields f;
+        f.reply = true;
+        f.dst_qpn = peer_.dst_qpn;
+        f.probe_id = e.id;
+        f.ev = e.ev;
+        f.ts = e.ts;
+        f.plane_status = ep_->plane_status();
+        TxPacket &t = out[n++];
+        t.hdr_len = wire::write_probe(t.hdr, peer_.path[e.plane], evs_.next_reverse_ev(e.plane), f);
+        t.payload = nullptr;
+        t.payload_len = 0;
+        t.plane = e.plane;
+        t.qpn = qpn_;
+        probe_q_.pop();
+        ++ctr_.tx_probe_replies;
+    }
+    while (n < max && ack_due_now_)
+        emit_sack(out[n++]);  // more than one when arrivals span several bitmaps
+    if (state_ == QpState::kRts) {
+        // Retransmissions before new data.
+        while (n < max && !retx_now_.empty()) {
+            const Psn p(retx_now_.front());
+            retx_now_.pop();
+            if (!in_flight(p)) continue;  // its slot may hold a newer PSN now
+            slot(p).queued = false;
+            if (slot(p).acked) continue;
+            if (emit_data(out[n], p, true, now_ns)) ++n;
+        }
+        while (n < max && !retx_later_.empty() && retx_later_.front().due_ns <= now_ns) {
+            const Psn p(retx_later_.front().psn);
+            retx_later_.pop();
+            if (!in_flight(p)) continue;  // its slot may hold a newer PSN now
+            slot(p).queued = false;
+            if (slot(p).acked) continue;
+            if (emit_data(out[n], p, true, now_ns)) ++n;
+        }
+        while (n < max && sq_seg_ != sq_tail_ && can_send_new()) {
+            if (!emit_data(out[n], snd_nxt_, false, now_ns)) break;
+            ++n;
+        }
+    }
+    rearm(now_ns);
+    return n;
+}
+
+void Qp::on_timer(uint64_t now_ns) {
+    if (state_ != QpState::kRtr && state_ != QpState::kRts) return;
+    if (ack_pending_ && now_ns >= ack_deadline_ns_) ack_due_now_ = true;
+    if (state_ == QpState::kRts) check_timeouts(now_ns);
+    if (state_ != QpState::kRtr && state_ != QpState::kRts)
+        return;  // a timeout may have failed the QP
+    if (has_tx_work(now_ns)) became_ready();
+    rearm(now_ns);
+}
+
+// Arms the QP's one timer at its earliest deadline: a delayed ack, the ack
+// timeout of the oldest transmission, a packet in backoff, or a delayed
+// retransmission. Early is harmless: on_timer re-arms.
+void Qp::rearm(uint64_t now_ns) {
+    uint64_t t = UINT64_MAX;
+    if (ack_pending_ && !ack_due_now_) t = std::min(t, ack_deadline_ns_);
+    if (state_ == QpState::kRts) {
+        while (!send_log_.empty()) {
+            const LogEntry &e = send_log_.front();
+            const Psn p(e.psn);
+            if (in_flight(p) && !slot(p).acked && slot(p).tx_seq == e.tx_seq) break;
+            send_log_.pop();  // acknowledged or superseded by a later transmission
+        }
+        if (!send_log_.empty()) t = std::min(t, send_log_.front().deadline_ns);
+        for (const uint32_t v : backoff_)
+            t = std::min(t, slot(Psn(v)).deadline_ns);
+        if (!retx_later_.empty()) t = std::min(t, retx_later_.front().due_ns);
+    }
+    if (t == UINT64_MAX) {
+        ep_->cancel_timer(*this);
+    } else {
+        ep_->arm_timer(*this, std::max(t, now_ns));
+    }
+}
+
+}  // namespace mrc

@@ -1,0 +1,291 @@
+// A queue pair: the requester (sends WRITEs, tracks acks, retransmits) and
+// the responder (places payloads, tracks PSNs, acks) of one MRC connection.
+//
+// Single writer: one thread (a worker lcore, or the simulator) owns a QP
+// and everything it touches. No allocation after to_init(); no locks, no
+// clock of its own: time comes in as now_ns.
+//
+// State machine (verbs-like). Rows: state; columns: event.
+//
+//   state | to_init | to_rtr | to_rts | fatal event (*) | reset() | data/acks in | post_write
+//   ------+---------+--------+--------+-----------------+---------+--------------+-----------
+//   RESET | INIT    |  error |  error |  -              | RESET   | dropped      | kNotReady
+//   INIT  |  error  | RTR    |  error |  ERROR          | RESET   | dropped      | kNotReady
+//   RTR   |  error  |  error | RTS    |  ERROR          | RESET   | accepted     | kNotReady
+//   RTS   |  error  |  error |  error |  ERROR          | RESET   | accepted     | kOk
+//   ERROR |  error  |  error |  error |  ERROR          | RESET   | dropped      | kNotReady
+//
+//   (*) a packet's retry budget exhausted (timeouts or NACKs), a NACK that
+//       says REMOTE_ACCESS or UNEXPECTED, or to_error(). Entering ERROR
+//       completes every outstanding work request with an error status (the
+//       one that caused it first, with the cause) and stops all sending.
+//       "error" in the table: the call returns an Error, state unchanged.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/result.h"
+#include "core/cc.h"
+#include "core/config.h"
+#include "core/counters.h"
+#include "core/ev.h"
+#include "core/memory.h"
+#include "core/psn.h"
+#include "core/ring.h"
+#include "wire/mrc.h"
+
+namespace mrc {
+
+class Endpoint;
+
+enum class QpState : uint8_t { kReset, kInit, kRtr, kRts, kError };
+const char *to_string(QpState s);
+
+enum class WcStatus : uint8_t {
+    kSuccess,
+    kRetryExceeded,        // ack timeouts exhausted the retry budget
+    kNackRetryExceeded,    // a packet was NACKed more often than nack_retry_limit
+    kRemoteAccessError,    // the responder refused the key, address or length
+    kRemoteProtocolError,  // the responder answered UNEXPECTED
+    kFlushed,              // outstanding when the QP entered ERROR
+};
+const char *to_string(WcStatus s);
+
+enum class PostResult : uint8_t { kOk, kQueueFull, kNotReady, kBadLength };
+
+struct WriteRequest {
+    uint64_t wr_id = 0;
+    const void *local = nullptr;  // must stay unchanged until the completion
+    uint32_t length = 0;          // 1 byte to 4 GiB - 1
+    uint64_t remote_addr = 0;
+    uint32_t rkey = 0;
+    bool with_imm = false;
+    uint32_t imm = 0;
+};
+
+struct SendCompletion {
+    uint64_t wr_id = 0;
+    WcStatus status = WcStatus::kSuccess;
+    uint32_t bytes = 0;
+    uint32_t msn = 0;
+};
+
+struct RecvCompletion {
+    uint32_t imm = 0;
+    uint32_t msn = 0;
+    uint32_t bytes = 0;
+};
+
+// How this QP reaches its peer on each plane.
+struct QpPeer {
+    uint32_t dst_qpn = 0;
+    uint8_t planes = 1;
+    wire::MrcAddr path[kMaxPlanes];
+};
+
+// One packet handed out by poll_tx: headers written into `hdr` (the caller's
+// buffer of wire::kMaxHdrBytes), payload by reference into registered memory.
+struct TxPacket {
+    uint8_t *hdr = nullptr;
+    uint16_t hdr_len = 0;
+    const uint8_t *payload = nullptr;
+    uint32_t payload_len = 0;
+    uint8_t plane = 0;
+    uint32_t qpn = 0;
+};
+
+class Qp {
+  public:
+    Qp(Endpoint *ep, uint32_t qpn, const QpConfig &cfg);
+    ~Qp();
+    Qp(const Qp &) = delete;
+    Qp &operator=(const Qp &) = delete;
+
+    uint32_t qpn() const { return qpn_; }
+    QpState state() const { return state_; }
+    WcStatus error_cause() const { return error_cause_; }
+    // With kRetryExceeded / kNackRetryExceeded: the PSN whose budget ran out.
+    Psn error_psn() const { return error_psn_; }
+    const QpConfig &config() const { return cfg_; }
+    const QpCounters &counters() const { return ctr_; }
+
+    // ---- state machine (setup path) ----
+    Result<void> to_init(uint32_t pd);
+    Result<void> to_rtr(const QpPeer &peer, Psn expected_psn);
+    Result<void> to_rts(Psn send_psn);
+    void to_error(WcStatus cause = WcStatus::kFlushed);
+    void reset();
+
+    // ---- application ----
+    PostResult post_write(const WriteRequest &wr);
+    uint32_t poll_send_cq(SendCompletion *out, uint32_t max);
+    uint32_t poll_recv_cq(RecvCompletion *out, uint32_t max);
+    // Work requests posted and not yet completed.
+    uint32_t outstanding_wrs() const { return sq_tail_ - sq_head_; }
+    Psn send_una() const { return snd_una_; }
+    Psn send_next() const { return snd_nxt_; }
+    Psn expected_psn() const { return epsn_; }
+    uint64_t inflight_bytes() const { return inflight_bytes_; }
+
+  private:
+    friend class Endpoint;
+    friend struct QpTestPeer;
+
+    // ---- requester ----
+    struct WrEntry {
+        WriteRequest wr;
+        uint32_t msn = 0;
+        Psn first_psn;
+        uint32_t npkts = 0;
+        uint32_t sent_pkts = 0;  // segmented so far
+    };
+    // Per outstanding PSN in [snd_una, snd_nxt).
+    struct TxSlot {
+        uint32_t wr = 0;  // index into sq_ (absolute, masked on use)
+        uint32_t msg_offset = 0;
+        uint32_t len = 0;
+        uint32_t tx_seq = 0;  // bumped on each transmission; matches send-log entries
+        uint16_t ev = 0;
+        uint8_t plane = 0;
+        uint8_t timeouts = 0;
+        uint16_t nacks = 0;
+        bool acked = false;
+        bool queued = false;       // in retx_now_ or retx_later_
+        bool backoff = false;      // in backoff_ (after a timeout)
+        uint64_t deadline_ns = 0;  // ack timeout of the latest transmission
+    };
+    struct LogEntry {
+        uint32_t psn = 0;
+        uint32_t tx_seq = 0;
+        uint64_t deadline_ns = 0;
+    };
+    struct DelayedRetx {
+        uint32_t psn = 0;
+        uint64_t due_ns = 0;
+    };
+
+    TxSlot &slot(Psn p) { return slots_[p.value() & slot_mask_]; }
+    bool in_flight(Psn p) const { return distance(snd_una_, p) >= 0 && distance(p, snd_nxt_) > 0; }
+    uint32_t window_pkts() const;
+    bool can_send_new() const;
+    bool emit_data(TxPacket &pkt, Psn psn, bool retx, uint64_t now_ns);
+    void queue_retx_now(Psn p);
+    void on_sack(const wire::MrcPacket &p, uint64_t now_ns);
+    void on_nack(const wire::MrcPacket &p, uint64_t now_ns);
+    void mark_acked(TxSlot &s);
+    void complete_wrs();
+    void check_timeouts(uint64_t now_ns);
+    void timeout_packet(Psn p, uint64_t now_ns);
+    uint64_t rto_ns(uint8_t timeouts) const;
+    void fail(WcStatus cause);
+
+    // ---- responder ----
+    struct NackEntry {
+        uint32_t psn = 0;
+        uint8_t reason = 0;
+        uint8_t flags = 0;
+        uint16_t ev = 0;
+        uint32_t ts = 0;
+        uint8_t plane = 0;
+    };
+    struct ImmEntry {
+        uint32_t imm = 0;
+        uint32_t msn = 0;
+        uint32_t bytes = 0;
+    };
+    struct ProbeEntry {
+        uint32_t id = 0;
+        uint16_t ev = 0;
+        uint32_t ts = 0;
+        uint8_t plane = 0;
+    };
+    void on_data(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns);
+    void on_probe(const wire::MrcPacket &p, uint8_t plane);
+    void queue_nack(const wire::MrcPacket &p, uint8_t plane, wire::NackReason r);
+    void advance_epsn();
+    void deliver_imms();
+    bool rbit(Psn p) const {
+        const uint32_t i = p.value() & rwin_mask_;
+        return (rcv_bits_[i >> 6] >> (i & 63)) & 1;
+    }
+    uint64_t sack_bitmap(Psn base) const;
+    bool next_received(Psn from, Psn *out) const;
+    uint32_t rwnd_units() const;
+
+    // ---- transmit scheduling ----
+    bool has_tx_work(uint64_t now_ns) const;
+    uint32_t emit(TxPacket *out, uint32_t max, uint64_t now_ns);
+    void emit_sack(TxPacket &pkt);
+    void on_timer(uint64_t now_ns);
+    void rearm(uint64_t now_ns);
+    void became_ready();
+
+    Endpoint *ep_;
+    uint32_t qpn_;
+    QpConfig cfg_;
+    QpState state_ = QpState::kReset;
+    WcStatus error_cause_ = WcStatus::kSuccess;
+    Psn error_psn_;
+    uint32_t pd_ = 0;
+    QpPeer peer_;
+    EvSet evs_;
+    std::unique_ptr<CongestionControl> cc_;
+    QpCounters ctr_;
+
+    // requester
+    std::vector<WrEntry> sq_;
+    uint32_t sq_mask_ = 0;
+    uint32_t sq_head_ = 0;  // oldest not completed
+    uint32_t sq_seg_ = 0;   // next to segment
+    uint32_t sq_tail_ = 0;  // next free
+    uint32_t next_msn_ = 0;
+    std::vector<TxSlot> slots_;
+    uint32_t slot_mask_ = 0;
+    Psn snd_una_;
+    Psn snd_nxt_;
+    uint64_t inflight_bytes_ = 0;
+    uint32_t peer_window_pkts_ = 0;
+    uint32_t pkts_since_ack_req_ = 0;
+    Ring<uint32_t> retx_now_;
+    Ring<DelayedRetx> retx_later_;
+    Ring<LogEntry> send_log_;
+    std::vector<uint32_t> backoff_;  // PSNs retransmitted after a timeout (small; scanned)
+    Ring<SendCompletion> send_cq_;
+
+    // responder
+    uint32_t rwin_pkts_ = 0;
+    uint32_t rwin_mask_ = 0;
+    std::vector<uint64_t> rcv_bits_;
+    std::vector<uint64_t> imm_bits_;
+    std::vector<ImmEntry> imm_vals_;
+    uint32_t pending_imm_ = 0;
+    Psn epsn_;         // every PSN before it has arrived
+    Psn deliver_psn_;  // immediates before it have been delivered
+    Psn max_seen_;     // one past the highest PSN that arrived
+    // Oldest PSN above the cumulative point that arrived but no SACK bitmap
+    // has covered yet: acks go out until nothing that arrived is unreported,
+    // so a requester never times out a packet that is there.
+    Psn unreported_;
+    bool has_unreported_ = false;
+    bool ack_due_now_ = false;
+    bool ack_pending_ = false;
+    uint64_t ack_deadline_ns_ = 0;
+    uint32_t bytes_since_ack_ = 0;
+    uint32_t last_adv_rwnd_units_ = 0;
+    struct {
+        Psn psn;
+        uint16_t ev = 0;
+        uint32_t ts = 0;
+        uint8_t plane = 0;
+        uint8_t flags = 0;  // wire::kAck*
+    } ack_trigger_;
+    Ring<NackEntry> nack_q_;
+    Ring<ProbeEntry> probe_q_;
+    Ring<RecvCompletion> recv_cq_;
+
+    bool in_ready_ = false;
+};
+
+}  // namespace mrc

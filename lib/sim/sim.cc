@@ -1,0 +1,635 @@
+#include "sim/sim.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <unordered_map>
+
+#include "core/endpoint.h"
+#include "core/rng.h"
+#include "sim/radix_heap.h"
+#include "wire/mrc.h"
+
+namespace mrc::sim {
+
+namespace {
+
+constexpr uint32_t kWireOverheadBytes = 24;  // preamble, inter-frame gap, FCS
+
+enum class Ev : uint8_t { kPath, kLastHop, kDeliver, kHostTx, kTimer };
+
+struct Event {
+    uint32_t arg;  // packet index or host
+    Ev kind;
+};
+
+struct Pkt {
+    uint8_t hdr[wire::kMaxHdrBytes];
+    uint16_t hdr_len = 0;
+    const uint8_t *payload = nullptr;
+    uint32_t payload_len = 0;
+    uint8_t plane = 0;
+    uint16_t src = 0;  // sending host
+    uint16_t dst = 0;  // receiving host
+    uint16_t path = 0;
+    bool data = false;
+    uint64_t extra_delay_ps = 0;
+};
+
+struct PathState {
+    uint64_t busy_until_ps = 0;
+    bool burst_bad = false;
+    Impairment imp;
+};
+
+struct QueueState {
+    uint64_t busy_until_ps = 0;
+};
+
+struct QpApp {
+    uint32_t sender = 0;  // host index of the requester
+    Qp *a = nullptr;      // requester on a sender
+    Qp *b = nullptr;      // responder on B
+    uint32_t rkey = 0;
+    uint8_t *dst = nullptr;  // B's region: depth message slots
+    const uint8_t *src = nullptr;
+    uint64_t msgs_total = 0;
+    uint64_t posted = 0;
+    uint64_t completed = 0;
+    uint64_t next_wr_expected = 0;
+    uint64_t next_msn_expected = 0;
+    bool done = false;
+    bool errored = false;
+};
+
+// Reads the big-endian 24-bit QPN from a frame this simulator built.
+uint32_t frame_qpn(const uint8_t *hdr) {
+    const uint8_t *q = hdr + wire::kEthIpv4UdpBytes + offsetof(wire::BaseHdr, dst_qpn);
+    return (uint32_t{q[0]} << 16) | (uint32_t{q[1]} << 8) | q[2];
+}
+uint32_t frame_psn(const uint8_t *hdr) {
+    const uint8_t *q = hdr + wire::kEthIpv4UdpBytes + offsetof(wire::BaseHdr, psn);
+    return (uint32_t{q[0]} << 16) | (uint32_t{q[1]} << 8) | q[2];
+}
+
+class Simulator {
+  public:
+    explicit Simulator(const SimConfig &c) : cfg_(c), rng_(c.seed) {}
+    SimResult run();
+
+  private:
+    uint64_t ser_ps(uint32_t bytes, double gbps) const {
+        return static_cast<uint64_t>(double(bytes + kWireOverheadBytes) * 8000.0 / gbps);
+    }
+    uint64_t backlog_bytes(uint64_t busy_until_ps, uint64_t t_ps, double gbps) const {
+        return busy_until_ps > t_ps
+                   ? static_cast<uint64_t>(double(busy_until_ps - t_ps) * gbps / 8000.0)
+                   : 0;
+    }
+    void push(uint64_t t_ps, Ev kind, uint32_t arg) { heap_.push(t_ps, Event{arg, kind}); }
+    uint32_t alloc_pkt() {
+        if (free_pkts_.empty()) {
+            pkts_.emplace_back();
+            return static_cast<uint32_t>(pkts_.size() - 1);
+        }
+        const uint32_t i = free_pkts_.back();
+        free_pkts_.pop_back();
+        return i;
+    }
+    void free_pkt(uint32_t i) { free_pkts_.push_back(i); }
+    PathState &path(int dir, uint32_t plane, uint32_t k) {
+        return paths_[(size_t(dir) * cfg_.fabric.planes + plane) * cfg_.fabric.paths_per_plane + k];
+    }
+    QueueState &last_hop(uint32_t host, uint32_t plane) {
+        return last_hop_[size_t(host) * cfg_.fabric.planes + plane];
+    }
+    bool is_receiver(uint32_t h) const { return h == receiver_; }
+
+    void setup();
+    void kick_tx(uint32_t h, uint64_t t_ps);
+    void ensure_timer(uint32_t h, uint64_t t_ps);
+    void host_tx(uint32_t h, uint64_t t_ps);
+    void through_path(uint32_t pi, uint64_t t_ps);
+    void last_hop_arrive(uint32_t pi, uint64_t t_ps);
+    bool path_down(int dir, uint32_t plane, uint32_t k, uint64_t t_ps) const;
+    void drop(const Pkt &p);
+    void deliver(uint32_t pi, uint64_t t_ps);
+    void app_qp(uint32_t qi);
+    void post_more(QpApp &q);
+    bool all_done() const { return done_qps_ == apps_.size(); }
+
+    SimConfig cfg_;
+    Rng rng_;
+    uint32_t receiver_ = 1;  // host index of B; senders are 0 .. receiver_ - 1
+    std::vector<std::unique_ptr<Endpoint>> ep_;
+    std::vector<uint8_t> tx_scheduled_;
+    std::vector<uint64_t> timer_at_;  // per host: when its timer event is due (UINT64_MAX: none)
+    std::vector<std::vector<QueueState>> nic_;
+    std::vector<std::vector<uint32_t>> apps_of_host_;
+    std::vector<PathState> paths_;
+    std::vector<QueueState> last_hop_;
+    RadixHeap<Event> heap_;
+    std::vector<Pkt> pkts_;
+    std::vector<uint32_t> free_pkts_;
+    std::vector<QpApp> apps_;
+    std::vector<std::vector<uint32_t>> app_of_qpn_;  // per host: QPN -> app index
+    std::vector<uint8_t> src_buf_;
+    std::vector<std::vector<uint8_t>> dst_bufs_;
+    // (app, PSN) -> how often a transmission of that PSN, or the ack or
+    // NACK it triggered, was dropped: what a retry budget is spent on.
+    std::unordered_map<uint64_t, uint32_t> drops_of_psn_;
+    size_t done_qps_ = 0;
+    double path_gbps_ = 0;
+    uint64_t now_ps_ = 0;
+    uint64_t last_completion_ps_ = 0;
+    SimResult r_;
+    SendCompletion sc_buf_[16];
+    RecvCompletion rc_buf_[16];
+    TxPacket tx_buf_[8];
+    uint8_t tx_hdr_[8][wire::kMaxHdrBytes];
+};
+
+void Simulator::setup() {
+    const FabricConfig &f = cfg_.fabric;
+    path_gbps_ = f.path_gbps > 0 ? f.path_gbps : f.link_gbps;
+    receiver_ = cfg_.work.senders;
+    const uint32_t hosts = receiver_ + 1;
+    ep_.resize(hosts);
+    nic_.resize(hosts);
+    app_of_qpn_.resize(hosts);
+    apps_of_host_.resize(hosts);
+    tx_scheduled_.assign(hosts, 0);
+    timer_at_.assign(hosts, UINT64_MAX);
+    for (uint32_t h = 0; h < hosts; ++h) {
+        EndpointConfig ec;
+        ec.planes = static_cast<uint8_t>(f.planes);
+        ec.max_qps = cfg_.work.qps + 1;
+        ec.max_mrs = cfg_.work.qps + 1;
+        ec.timer_tick_ns = cfg_.timer_tick_ns;
+        ep_[h] = std::make_unique<Endpoint>(ec);
+        nic_[h].assign(f.planes, QueueState{});
+        app_of_qpn_[h].assign(cfg_.work.qps + 2, UINT32_MAX);
+    }
+    paths_.assign(size_t(2) * f.planes * f.paths_per_plane, PathState{});
+    last_hop_.assign(size_t(hosts) * f.planes, QueueState{});
+    for (int dir = 0; dir < 2; ++dir)
+        for (uint32_t p = 0; p < f.planes; ++p)
+            for (uint32_t k = 0; k < f.paths_per_plane; ++k) {
+                PathState &ps = path(dir, p, k);
+                for (const Impairment &im : f.impairments) {
+                    if ((im.plane >= 0 && uint32_t(im.plane) != p) ||
+                        (im.path >= 0 && uint32_t(im.path) != k) || (im.dir >= 0 && im.dir != dir))
+                        continue;
+                    ps.imp = im;  // the last matching impairment wins
+                }
+            }
+
+    // Source data: one random buffer; message m of QP q reads a slice of it
+    // at an offset of its own, so misplaced bytes never compare equal.
+    const uint64_t msg = cfg_.work.msg_bytes;
+    src_buf_.resize(std::max<uint64_t>(msg * 4, 1u << 20));
+    for (auto &b : src_buf_)
+        b = static_cast<uint8_t>(rng_.next());
+    const uint64_t per_qp = cfg_.work.total_bytes / cfg_.work.qps;
+    const uint64_t msgs = std::max<uint64_t>(1, per_qp / msg);
+    apps_.resize(cfg_.work.qps);
+    dst_bufs_.resize(cfg_.work.qps);
+    r_.expected_bytes = msgs * msg * cfg_.work.qps;
+    for (uint32_t i = 0; i < cfg_.work.qps; ++i) {
+        QpApp &q = apps_[i];
+        QpConfig qc = cfg_.qp;
+        qc.ev_seed = cfg_.seed * 1315423911u + i;
+        qc.max_send_wr = std::max(qc.max_send_wr, cfg_.work.depth);
+        q.sender = i % cfg_.work.senders;
+        q.a = ep_[q.sender]->create_qp(qc).value();
+        q.b = ep_[receiver_]->create_qp(qc).value();
+        (void)q.a->to_init(1);
+        (void)q.b->to_init(1);
+        QpPeer pa, pb;
+        pa.dst_qpn = q.b->qpn();
+        pb.dst_qpn = q.a->qpn();
+        pa.planes = pb.planes = static_cast<uint8_t>(f.planes);
+        for (uint32_t p = 0; p < f.planes; ++p) {
+            wire::MrcAddr a2b;
+            a2b.src_mac =
+                wire::MacAddr{{2, 0, 0, uint8_t(q.sender >> 8), uint8_t(q.sender), uint8_t(p)}};
+            a2b.dst_mac = wire::MacAddr{{2, 0, 0, 0xff, 0xff, uint8_t(p)}};
+            a2b.src_ip =
+                wire::ipv4(10, uint8_t(p), uint8_t(q.sender >> 8), uint8_t(1 + q.sender % 250));
+            a2b.dst_ip = wire::ipv4(10, uint8_t(p), 255, 254);
+            wire::MrcAddr b2a = a2b;
+            std::swap(b2a.src_mac, b2a.dst_mac);
+            std::swap(b2a.src_ip, b2a.dst_ip);
+            pa.path[p] = a2b;
+            pb.path[p] = b2a;
+        }
+        const Psn start_a(
+            static_cast<uint32_t>(rng_.next()));  // random start PSNs: wrap gets exercised
+        const Psn start_b(static_cast<uint32_t>(rng_.next()));
+        (void)q.a->to_rtr(pa, start_b);
+        (void)q.b->to_rtr(pb, start_a);
+        (void)q.a->to_rts(start_a);
+        (void)q.b->to_rts(start_b);
+        dst_bufs_[i].assign(msg * cfg_.work.depth, 0);
+        q.dst = dst_bufs_[i].data();
+        q.rkey = ep_[receiver_]
+                     ->mrs()
+                     .register_region(q.dst, dst_bufs_[i].size(), kAccessRemoteWrite, 1)
+                     .value();
+        q.src = src_buf_.data();
+        q.msgs_total = msgs;
+        app_of_qpn_[q.sender][q.a->qpn()] = i;
+        app_of_qpn_[receiver_][q.b->qpn()] = i;
+        apps_of_host_[q.sender].push_back(i);
+        apps_of_host_[receiver_].push_back(i);
+    }
+    r_.per_plane_tx_packets.assign(f.planes, 0);
+    pkts_.reserve(4096);
+}
+
+uint64_t src_offset(uint32_t qi, uint64_t m, uint64_t msg, uint64_t src_size) {
+    return ((qi * 7919ull + m * 104729ull) * 61ull) % (src_size - msg + 1);
+}
+
+void Simulator::post_more(QpApp &q) {
+    if (q.errored) return;
+    const uint32_t qi = static_cast<uint32_t>(&q - apps_.data());
+    const uint64_t msg = cfg_.work.msg_bytes;
+    while (q.posted < q.msgs_total && q.posted - q.completed < cfg_.work.depth) {
+        WriteRequest wr;
+        wr.wr_id = q.posted;
+        wr.local = q.src + src_offset(qi, q.posted, msg, src_buf_.size());
+        wr.length = static_cast<uint32_t>(msg);
+        wr.remote_addr = reinterpret_cast<uint64_t>(q.dst) + (q.posted % cfg_.work.depth) * msg;
+        wr.rkey = q.rkey;
+        wr.with_imm = cfg_.work.write_imm;
+        wr.imm = static_cast<uint32_t>(q.posted * 2654435761u);
+        if (q.a->post_write(wr) != PostResult::kOk) break;
+        ++q.posted;
+    }
+}
+
+// Completions of one QP: check order and bytes, post more.
+void Simulator::app_qp(uint32_t qi) {
+    QpApp &q = apps_[qi];
+    if (q.done) return;
+    SendCompletion *sc = sc_buf_;  // member buffers: no per-call initialisation
+    RecvCompletion *rc = rc_buf_;
+    uint32_t n;
+    const uint64_t msg = cfg_.work.msg_bytes;
+    while ((n = q.a->poll_send_cq(sc, 16)) > 0) {
+        for (uint32_t i = 0; i < n; ++i) {
+            if (sc[i].wr_id != q.next_wr_expected) r_.completions_in_order = false;
+            q.next_wr_expected = sc[i].wr_id + 1;
+            if (sc[i].status != WcStatus::kSuccess) continue;
+            const uint8_t *want = q.src + src_offset(qi, sc[i].wr_id, msg, src_buf_.size());
+            const uint8_t *got = q.dst + (sc[i].wr_id % cfg_.work.depth) * msg;
+            if (std::memcmp(want, got, msg) != 0)
+                ++r_.verify_errors;
+            else
+                r_.delivered_bytes += msg;
+            ++q.completed;
+            ++r_.messages;
+            last_completion_ps_ = now_ps_;
+        }
+    }
+    while ((n = q.b->poll_recv_cq(rc, 16)) > 0) {
+        for (uint32_t i = 0; i < n; ++i) {
+            if (rc[i].msn < q.next_msn_expected) ++r_.duplicate_deliveries;
+            if (rc[i].msn != q.next_msn_expected) r_.completions_in_order = false;
+            if (rc[i].imm != static_cast<uint32_t>(rc[i].msn * 2654435761u) || rc[i].bytes != msg)
+                ++r_.verify_errors;
+            q.next_msn_expected = rc[i].msn + 1;
+            ++r_.imm_delivered;
+        }
+    }
+    if (!q.errored && (q.a->state() == QpState::kError || q.b->state() == QpState::kError)) {
+        q.errored = true;
+        ++r_.qp_errors;
+        Qp *e = q.a->state() == QpState::kError ? q.a : q.b;
+        r_.qp_error_causes.push_back(to_string(e->error_cause()));
+        if (e == q.a && e->error_cause() == WcStatus::kRetryExceeded) {
+            const uint64_t key = (uint64_t{qi} << 24) | e->error_psn().value();
+            const auto it = drops_of_psn_.find(key);
+            r_.error_psn_drops.push_back(it == drops_of_psn_.end() ? 0 : it->second);
+        }
+    }
+    post_more(q);
+    const bool imm_done = !cfg_.work.write_imm || q.next_msn_expected == q.msgs_total;
+    if (q.errored || (q.completed == q.msgs_total && imm_done)) {
+        q.done = true;
+        ++done_qps_;
+    }
+}
+
+void Simulator::kick_tx(uint32_t h, uint64_t t_ps) {
+    if (tx_scheduled_[h] || !ep_[h]->tx_pending()) return;
+    tx_scheduled_[h] = true;
+    push(t_ps, Ev::kHostTx, h);
+}
+
+// Schedules host h's timer event at its endpoint's next deadline (not at
+// every tick: idle stretches cost nothing).
+void Simulator::ensure_timer(uint32_t h, uint64_t t_ps) {
+    const uint64_t d_ns = ep_[h]->next_timer_ns();
+    if (d_ns == UINT64_MAX) return;
+    const uint64_t when = std::max(d_ns * 1000, t_ps);
+    if (when >= timer_at_[h]) return;
+    timer_at_[h] = when;
+    push(when, Ev::kTimer, h);
+}
+
+void Simulator::host_tx(uint32_t h, uint64_t t_ps) {
+    tx_scheduled_[h] = false;
+    const double gbps = cfg_.fabric.link_gbps;
+    // Like a NIC's TX ring: take packets only while every plane's NIC has
+    // less than two MTU frames queued.
+    const uint64_t limit_ps = 2 * ser_ps(cfg_.qp.mtu_payload_bytes + wire::kMaxHdrBytes, gbps);
+    TxPacket *tx = tx_buf_;
+    for (;;) {
+        uint64_t max_busy = 0;
+        for (const auto &q : nic_[h])
+            max_busy = std::max(max_busy, q.busy_until_ps);
+        if (max_busy > t_ps + limit_ps) {
+            tx_scheduled_[h] = true;
+            push(max_busy - limit_ps, Ev::kHostTx, h);
+            break;
+        }
+        for (int i = 0; i < 8; ++i)
+            tx[i].hdr = tx_hdr_[i];
+        const uint32_t n = ep_[h]->poll_tx(tx, 8, t_ps / 1000);
+        if (n == 0) break;
+        for (uint32_t i = 0; i < n; ++i) {
+            const uint32_t pi = alloc_pkt();
+            Pkt &p = pkts_[pi];
+            std::memcpy(p.hdr, tx[i].hdr, tx[i].hdr_len);
+            p.hdr_len = tx[i].hdr_len;
+            p.payload = tx[i].payload;
+            p.payload_len = tx[i].payload_len;
+            p.plane = tx[i].plane;
+            p.src = static_cast<uint16_t>(h);
+            // Data goes to the receiver; the receiver's acks to the QP's sender.
+            p.dst = static_cast<uint16_t>(is_receiver(h) ? apps_[app_of_qpn_[h][tx[i].qpn]].sender
+                                                         : receiver_);
+            p.data = tx[i].payload_len > 0;
+            p.extra_delay_ps = 0;
+            // ECMP: the path is a hash of the UDP source port (the EV).
+            const uint16_t ev = static_cast<uint16_t>((p.hdr[34] << 8) | p.hdr[35]);
+            p.path = static_cast<uint16_t>(((uint32_t{ev} * 0x9e3779b1u) >> 16) %
+                                           cfg_.fabric.paths_per_plane);
+            QueueState &nq = nic_[h][p.plane];
+            const uint64_t depart =
+                std::max(t_ps, nq.busy_until_ps) + ser_ps(p.hdr_len + p.payload_len, gbps);
+            nq.busy_until_ps = depart;
+            ++r_.packets_sent;
+            if (!is_receiver(h) && p.data) {
+                ++r_.data_packets_sent;
+                ++r_.per_plane_tx_packets[p.plane];
+            }
+            // With one sender, its NIC is the only feeder of its plane's
+            // paths: they see packets in NIC order, so the path is handled
+            // right away. Several senders share the paths: an event each.
+            if (cfg_.work.senders == 1 || is_receiver(h))
+                through_path(pi, depart);
+            else
+                push(depart, Ev::kPath, pi);
+        }
+    }
+    ensure_timer(h, t_ps);
+}
+
+void Simulator::drop(const Pkt &p) {
+    ++r_.packets_dropped_by_fabric;
+    // Charge the drop to the PSN whose retry budget it costs.
+    const uint32_t qpn = frame_qpn(p.hdr);
+    uint32_t psn = frame_psn(p.hdr);
+    const auto op = static_cast<wire::Opcode>(p.hdr[wire::kEthIpv4UdpBytes]);
+    if (op == wire::Opcode::kSack) {
+        const auto *s = reinterpret_cast<const wire::SackHdr *>(p.hdr + wire::kEthIpv4UdpBytes +
+                                                                sizeof(wire::BaseHdr));
+        psn = s->trigger_psn.get();
+    }
+    const uint32_t app = app_of_qpn_[p.dst][qpn];
+    if (!is_receiver(p.src) && p.data) ++r_.data_packets_dropped;
+    if (app != UINT32_MAX) ++drops_of_psn_[(uint64_t{app} << 24) | psn];
+}
+
+bool Simulator::path_down(int dir, uint32_t plane, uint32_t k, uint64_t t_ps) const {
+    for (const Failure &fl : cfg_.fabric.failures) {
+        if (uint32_t(fl.plane) != plane || (fl.path >= 0 && uint32_t(fl.path) != k)) continue;
+        if (fl.dir >= 0 && fl.dir != dir) continue;
+        const uint64_t from = fl.at_ns * 1000;
+        if (t_ps >= from && (fl.for_ns == 0 || t_ps < from + fl.for_ns * 1000)) return true;
+    }
+    return false;
+}
+
+// A packet enters its path's switch queue at t_ps: impairments, then the
+// queue, then propagation to the last hop.
+void Simulator::through_path(uint32_t pi, uint64_t t_ps) {
+    Pkt &p = pkts_[pi];
+    const int dir = is_receiver(p.src) ? 1 : 0;
+    const FabricConfig &f = cfg_.fabric;
+    PathState &ps = path(dir, p.plane, p.path);
+    const Impairment &im = ps.imp;
+    if (path_down(dir, p.plane, p.path, t_ps)) {
+        drop(p);
+        return free_pkt(pi);
+    }
+    if (im.burst_enter > 0) {
+        if (!ps.burst_bad && rng_.chance(im.burst_enter))
+            ps.burst_bad = true;
+        else if (ps.burst_bad && rng_.chance(im.burst_exit))
+            ps.burst_bad = false;
+        if (ps.burst_bad) {
+            drop(p);
+            return free_pkt(pi);
+        }
+    }
+    if (rng_.chance(im.loss) || rng_.chance(f.loss)) {
+        drop(p);
+        return free_pkt(pi);
+    }
+    const uint64_t backlog = backlog_bytes(ps.busy_until_ps, t_ps, path_gbps_);
+    if (p.data && im.trim_kb && backlog > uint64_t{im.trim_kb} * 1024) {
+        if (wire::trim_data_headers(p.hdr, p.hdr_len, p.payload_len, false)) {
+            p.payload = nullptr;
+            p.payload_len = 0;
+            p.data = false;
+            ++r_.packets_trimmed;
+        }
+    } else if (backlog > uint64_t{f.queue_kb} * 1024) {
+        drop(p);
+        return free_pkt(pi);
+    }
+    if (im.ecn_kb && backlog > uint64_t{im.ecn_kb} * 1024) {
+        auto *ip = reinterpret_cast<wire::Ipv4Hdr *>(p.hdr + sizeof(wire::EthHdr));
+        if ((ip->tos & wire::kEcnMask) != wire::kEcnNotEct &&
+            (ip->tos & wire::kEcnMask) != wire::kEcnCe) {
+            ip->tos |= wire::kEcnCe;
+            ip->checksum.set(0);
+            ip->checksum.set(wire::ipv4_header_checksum(*ip));
+            ++r_.packets_ecn_marked;
+        }
+    }
+    const bool dup = rng_.chance(im.dup);
+    const uint64_t extra = rng_.chance(im.reorder) ? im.reorder_ns * 1000 : 0;
+    const uint64_t depart =
+        std::max(t_ps, ps.busy_until_ps) + ser_ps(p.hdr_len + p.payload_len, path_gbps_);
+    ps.busy_until_ps = depart;
+    push(depart + f.delay_ns * 1000 + extra, Ev::kLastHop, pi);
+    if (dup) {
+        const uint32_t di = alloc_pkt();
+        pkts_[di] = pkts_[pi];
+        ++r_.packets_duplicated;
+        const uint64_t d2 = depart + ser_ps(pkts_[di].hdr_len + pkts_[di].payload_len, path_gbps_);
+        ps.busy_until_ps = d2;
+        push(d2 + f.delay_ns * 1000, Ev::kLastHop, di);
+    }
+}
+
+// The last hop: the receiving host's link, shared by every path of the plane.
+void Simulator::last_hop_arrive(uint32_t pi, uint64_t t_ps) {
+    Pkt &p = pkts_[pi];
+    const FabricConfig &f = cfg_.fabric;
+    QueueState &lq = last_hop(p.dst, p.plane);
+    const uint64_t backlog = backlog_bytes(lq.busy_until_ps, t_ps, f.link_gbps);
+    if (p.data && f.lasthop_trim_kb && backlog > uint64_t{f.lasthop_trim_kb} * 1024) {
+        if (wire::trim_data_headers(p.hdr, p.hdr_len, p.payload_len, true)) {
+            p.payload = nullptr;
+            p.payload_len = 0;
+            p.data = false;
+            ++r_.packets_trimmed;
+        }
+    } else if (backlog > uint64_t{f.queue_kb} * 1024) {
+        drop(p);
+        return free_pkt(pi);
+    }
+    const uint64_t depart =
+        std::max(t_ps, lq.busy_until_ps) + ser_ps(p.hdr_len + p.payload_len, f.link_gbps);
+    lq.busy_until_ps = depart;
+    push(depart, Ev::kDeliver, pi);
+}
+
+void Simulator::deliver(uint32_t pi, uint64_t t_ps) {
+    const Pkt &p = pkts_[pi];
+    const uint32_t h = p.dst;
+    const uint32_t qpn = frame_qpn(p.hdr);
+    ep_[h]->on_packet(p.hdr, p.hdr_len, p.payload, p.payload_len, p.plane, t_ps / 1000);
+    free_pkt(pi);
+    if (qpn < app_of_qpn_[h].size() && app_of_qpn_[h][qpn] != UINT32_MAX) {
+        const uint32_t app = app_of_qpn_[h][qpn];
+        app_qp(app);
+        kick_tx(apps_[app].sender, t_ps);  // a completion may have posted more
+    }
+    kick_tx(h, t_ps);
+    ensure_timer(h, t_ps);
+}
+
+SimResult Simulator::run() {
+    setup();
+    for (auto &q : apps_)
+        post_more(q);
+    for (uint32_t h = 0; h < receiver_; ++h)
+        kick_tx(h, 0);
+    const uint64_t max_ps = cfg_.max_sim_ns * 1000;
+    while (!heap_.empty() && !all_done()) {
+        uint64_t t_ps;
+        const Event e = heap_.pop(&t_ps);
+        if (t_ps > max_ps) {
+            r_.timed_out = true;
+            break;
+        }
+        now_ps_ = t_ps;
+        ++r_.events;
+        switch (e.kind) {
+            case Ev::kPath:
+                through_path(e.arg, t_ps);
+                break;
+            case Ev::kLastHop:
+                last_hop_arrive(e.arg, t_ps);
+                break;
+            case Ev::kDeliver:
+                deliver(e.arg, t_ps);
+                break;
+            case Ev::kHostTx:
+                host_tx(e.arg, t_ps);
+                break;
+            case Ev::kTimer: {
+                const uint32_t h = e.arg;
+                if (t_ps != timer_at_[h]) break;  // superseded by an earlier one
+                timer_at_[h] = UINT64_MAX;
+                ep_[h]->on_time(t_ps / 1000);
+                for (const uint32_t i : apps_of_host_[h]) {
+                    app_qp(i);
+                    kick_tx(apps_[i].sender, t_ps);
+                }
+                kick_tx(h, t_ps);
+                ensure_timer(h, t_ps);
+                break;
+            }
+        }
+    }
+    if (!all_done() && !r_.timed_out) r_.timed_out = true;  // nothing left to do, yet not finished
+    for (auto &q : apps_) {
+        r_.requester += q.a->counters();
+        r_.responder += q.b->counters();
+    }
+    r_.retransmissions = r_.requester.tx_retx_pkts;
+    // Placements beyond one per PSN sent would be duplicates.
+    if (r_.responder.rx_data_pkts > r_.requester.tx_data_pkts)
+        r_.duplicate_deliveries += r_.responder.rx_data_pkts - r_.requester.tx_data_pkts;
+    r_.sim_time_ns = last_completion_ps_ / 1000;
+    if (r_.sim_time_ns > 0)
+        r_.goodput_gbps = double(r_.delivered_bytes) * 8 / double(r_.sim_time_ns);
+    const uint64_t imm_expected = cfg_.work.write_imm ? r_.expected_bytes / cfg_.work.msg_bytes : 0;
+    r_.verified = r_.verify_errors == 0 && r_.delivered_bytes == r_.expected_bytes &&
+                  r_.qp_errors == 0 && r_.duplicate_deliveries == 0 && r_.completions_in_order &&
+                  r_.imm_delivered == imm_expected && !r_.timed_out;
+    return r_;
+}
+
+}  // namespace
+
+std::string validate(const SimConfig &c) {
+    const FabricConfig &f = c.fabric;
+    if (f.planes < 1 || f.planes > kMaxPlanes) return "planes must be in [1, 8]";
+    if (f.paths_per_plane < 1 || f.paths_per_plane > 4096)
+        return "paths-per-plane must be in [1, 4096]";
+    if (!(f.link_gbps > 0) || f.link_gbps > 10000) return "link-gbps must be in (0, 10000]";
+    if (f.path_gbps < 0) return "path-gbps must not be negative";
+    if (c.work.qps < 1 || c.work.qps > 4096) return "qps must be in [1, 4096]";
+    if (c.work.senders < 1 || c.work.senders > c.work.qps) return "senders must be in [1, qps]";
+    if (c.work.msg_bytes < 1 || c.work.msg_bytes > (1ull << 30))
+        return "msg-bytes must be in [1, 2^30]";
+    if (c.work.total_bytes < c.work.msg_bytes * c.work.qps)
+        return "total-bytes must be at least msg-bytes * qps";
+    if (c.work.depth < 1 || c.work.depth > 4096) return "depth must be in [1, 4096]";
+    if (c.work.msg_bytes * c.work.depth * c.work.qps > (8ull << 30))
+        return "msg-bytes * depth * qps exceeds 8 GiB of receive buffers";
+    if (c.qp.mtu_payload_bytes < 1 || c.qp.mtu_payload_bytes > 9000)
+        return "mtu must be in [1, 9000]";
+    if (!(f.loss >= 0 && f.loss <= 1)) return "loss must be in [0, 1]";
+    for (const auto &im : f.impairments) {
+        if (im.plane >= int(f.planes))
+            return "impairment names plane " + std::to_string(im.plane) + " that does not exist";
+        if (im.path >= int(f.paths_per_plane))
+            return "impairment names path " + std::to_string(im.path) + " that does not exist";
+        for (double p : {im.loss, im.dup, im.reorder, im.burst_enter, im.burst_exit})
+            if (!(p >= 0 && p <= 1)) return "impairment probabilities must be in [0, 1]";
+    }
+    for (const auto &fl : f.failures) {
+        if (fl.plane < 0 || fl.plane >= int(f.planes))
+            return "failure names plane " + std::to_string(fl.plane) + " that does not exist";
+        if (fl.path >= int(f.paths_per_plane))
+            return "failure names path " + std::to_string(fl.path) + " that does not exist";
+    }
+    return {};
+}
+
+SimResult run(const SimConfig &cfg) {
+    Simulator s(cfg);
+    return s.run();
+}
+
+}  // namespace mrc::sim

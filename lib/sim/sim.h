@@ -1,0 +1,121 @@
+// A deterministic discrete-event simulator that runs the real transport
+// core over an emulated multi-plane fabric: one or more sender hosts (each
+// an Endpoint; "A") write to one receiver host ("B").
+//
+// Fabric, per direction and plane: the sending host's NIC (serialisation
+// at the link rate) -> one of K paths chosen by hashing the EV, as ECMP
+// does (a switch queue at the path rate, propagation delay, impairments)
+// -> the last hop to the receiving host (a queue at the link rate, shared
+// by all paths of the plane and all senders: where incast queues build).
+// Every queue is FIFO with a drop-tail limit; paths can mark ECN or trim
+// above a threshold; the last hop can trim (marked as last-hop trims).
+// Direction 0 is senders -> receiver (data), 1 is receiver -> senders (acks).
+//
+// Same configuration and seed, same result: one seeded RNG drives every
+// random choice, and simultaneous events run in the order they were made.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/counters.h"
+#include "core/qp.h"
+
+namespace mrc::sim {
+
+// An impairment on the paths it names (every plane/path/direction when -1).
+struct Impairment {
+    int plane = -1;
+    int path = -1;
+    int dir = -1;                // 0: A -> B (data), 1: B -> A (acks), -1: both
+    double loss = 0;             // random loss probability per packet
+    double burst_enter = 0;      // burst loss (Gilbert-Elliott): P(good -> bad) per packet
+    double burst_exit = 0.3;     //   P(bad -> good) per packet; every packet is lost while bad
+    uint32_t ecn_kb = 0;         // mark CE when the queue holds more than this (0: never)
+    uint32_t trim_kb = 0;        // trim data packets when the queue holds more (0: never)
+    double dup = 0;              // probability a packet is duplicated
+    double reorder = 0;          // probability a packet is held back...
+    uint64_t reorder_ns = 5000;  // ...by this much extra delay
+};
+
+// A blackhole on a plane, or one path of it, from at_ns for for_ns (0: to
+// the end); in both directions unless dir says 0 (A -> B) or 1 (B -> A).
+struct Failure {
+    int plane = 0;
+    int path = -1;
+    uint64_t at_ns = 0;
+    uint64_t for_ns = 0;
+    int dir = -1;
+};
+
+struct FabricConfig {
+    uint32_t planes = 4;
+    uint32_t paths_per_plane = 8;
+    double link_gbps = 100;        // host links, each plane
+    double path_gbps = 0;          // each path; 0: link_gbps
+    uint64_t delay_ns = 2000;      // one-way propagation over a path
+    uint32_t queue_kb = 1024;      // drop-tail limit of every queue
+    uint32_t lasthop_trim_kb = 0;  // last hop trims above this instead of dropping (0: drops)
+    double loss = 0;  // random loss on every path, both directions (besides impairments)
+    std::vector<Impairment> impairments;
+    std::vector<Failure> failures;
+};
+
+struct WorkloadConfig {
+    uint32_t senders = 1;  // hosts writing to the one receiver (QPs spread over them)
+    uint32_t qps = 1;
+    uint64_t msg_bytes = 65536;
+    uint64_t total_bytes = 16ull << 20;  // over all QPs
+    bool write_imm = false;              // WRITE_WITH_IMM instead of WRITE
+    uint32_t depth = 8;                  // messages outstanding per QP
+};
+
+struct SimConfig {
+    FabricConfig fabric;
+    WorkloadConfig work;
+    QpConfig qp;
+    uint64_t seed = 1;
+    uint64_t max_sim_ns = 2'000'000'000;  // give up (timed_out) after this much simulated time
+    uint64_t timer_tick_ns = 1000;
+};
+
+struct SimResult {
+    bool verified = false;  // every byte compared, all equal, everything delivered, no errors
+    uint64_t delivered_bytes = 0;  // bytes of completed messages, compared with the source
+    uint64_t expected_bytes = 0;
+    uint64_t verify_errors = 0;  // messages whose bytes differ from what was sent
+    uint64_t duplicate_deliveries =
+        0;  // data packets placed more than once, immediates delivered twice
+    bool completions_in_order = true;
+    uint32_t qp_errors = 0;
+    std::vector<std::string> qp_error_causes;
+    uint64_t messages = 0;
+    uint64_t imm_delivered = 0;
+    uint64_t packets_sent = 0;       // by both hosts, all kinds
+    uint64_t data_packets_sent = 0;  // by A, first transmissions and retransmissions
+    uint64_t packets_dropped_by_fabric = 0;
+    uint64_t data_packets_dropped = 0;  // A -> B data packets dropped (loss, blackhole, full queue)
+    uint64_t packets_trimmed = 0;
+    uint64_t packets_ecn_marked = 0;
+    uint64_t packets_duplicated = 0;
+    uint64_t retransmissions = 0;
+    uint64_t sim_time_ns = 0;
+    double goodput_gbps = 0;
+    std::vector<uint64_t> per_plane_tx_packets;  // data packets A sent on each plane
+    uint64_t events = 0;
+    bool timed_out = false;
+    // Every QP that errored with kRetryExceeded: how often the fabric
+    // dropped a transmission of the PSN whose budget ran out, or an ack or
+    // NACK it triggered (the check that the error was earned).
+    std::vector<uint32_t> error_psn_drops;
+    QpCounters requester;  // A's QPs, summed
+    QpCounters responder;  // B's QPs, summed
+};
+
+// Empty when the configuration can run; otherwise what is wrong with it.
+std::string validate(const SimConfig &cfg);
+SimResult run(const SimConfig &cfg);
+
+}  // namespace mrc::sim

@@ -1,0 +1,581 @@
+// Scope: one QP pair driven packet by packet (tests/core/harness.h): the
+// exact SACKs and NACKs the responder emits (cumulative PSN, bitmap bits,
+// offset, echoed EV, flags), the requester's reaction (what it resends, on
+// which EV, when), PSN wrap-around, and the QP state machine.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "harness.h"
+
+namespace mrc::test {
+namespace {
+
+using wire::Opcode;
+
+wire::SackHdr sack_of(const Frame &f) {
+    return *f.parse().sack;
+}
+wire::NackHdr nack_of(const Frame &f) {
+    return *f.parse().nack;
+}
+
+TEST(Qp, InOrderMessageIsAckedOnceAtItsEndAndCompletes) {
+    Harness h;
+    ASSERT_EQ(h.write(4096), PostResult::kOk);
+    auto data = h.drain(h.a);
+    ASSERT_EQ(data.size(), 4u);  // 4 KiB at MTU 1 KiB
+    for (uint32_t i = 0; i < 4; ++i) {
+        EXPECT_EQ(data[i].opcode(), Opcode::kWrite);
+        EXPECT_EQ(data[i].psn(), Psn(1000 + i));
+    }
+    EXPECT_TRUE(data[0].flags() & wire::kFlagFirst);
+    EXPECT_TRUE(data[3].flags() & wire::kFlagLast);
+    EXPECT_TRUE(data[3].flags() & wire::kFlagAckReq);
+    h.deliver_all(h.b, data);
+    auto acks = h.drain(h.b);
+    ASSERT_EQ(acks.size(), 1u) << "one ack for the message, at its last packet";
+    const auto p = acks[0].parse();
+    EXPECT_EQ(p.opcode, Opcode::kSack);
+    EXPECT_EQ(p.psn, Psn(1004)) << "cumulative PSN: next expected";
+    EXPECT_EQ(p.sack->bitmap.get(), 0u);
+    EXPECT_EQ(p.sack->ev_echo.get(), data[3].ev());
+    EXPECT_EQ(p.sack->trigger_psn.get(), 1003u);
+    EXPECT_EQ(acks[0].plane, data[3].plane)
+        << "the ack returns on the plane the trigger came in on";
+    EXPECT_TRUE(h.placed(4096));
+    EXPECT_TRUE(h.completions().empty()) << "nothing completes before the ack";
+    h.deliver(h.a, acks[0]);
+    auto c = h.completions();
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+    EXPECT_EQ(c[0].bytes, 4096u);
+    EXPECT_EQ(h.a.qp->inflight_bytes(), 0u);
+}
+
+TEST(Qp, SprayingAlternatesPlanesAndUsesManyEvs) {
+    Harness h;
+    ASSERT_EQ(h.write(64 * 1024), PostResult::kOk);
+    auto data = h.drain(h.a);
+    ASSERT_EQ(data.size(), 64u);
+    std::set<uint16_t> evs;
+    uint32_t per_plane[2] = {0, 0};
+    for (size_t i = 0; i < data.size(); ++i) {
+        evs.insert(data[i].ev());
+        ++per_plane[data[i].plane];
+        if (i) {
+            EXPECT_NE(data[i].plane, data[i - 1].plane) << "consecutive packets alternate planes";
+        }
+    }
+    EXPECT_EQ(evs.size(), 8u) << "every EV of the set is used";
+    EXPECT_EQ(per_plane[0], 32u);
+    EXPECT_EQ(per_plane[1], 32u);
+}
+
+TEST(Qp, GapTriggersAnImmediateSackWithTheRightBits) {
+    Harness h;
+    ASSERT_EQ(h.write(4096), PostResult::kOk);
+    auto d = h.drain(h.a);
+    h.deliver(h.b, d[0]);
+    EXPECT_TRUE(h.drain(h.b).empty()) << "in order, not last: the ack waits";
+    h.deliver(h.b, d[2]);  // 1 is missing: a new gap
+    auto acks = h.drain(h.b);
+    ASSERT_EQ(acks.size(), 1u);
+    const auto s = sack_of(acks[0]);
+    EXPECT_EQ(acks[0].psn(), Psn(1001));
+    EXPECT_EQ(s.sack_offset.get(), 1u) << "the bitmap starts at the oldest unreported arrival";
+    EXPECT_EQ(s.bitmap.get(), 1ull << 0) << "bit i covers cum + offset + i: PSN 1002";
+    EXPECT_EQ(s.ev_echo.get(), d[2].ev());
+    h.deliver(h.b, d[1]);  // fills the hole: cum jumps to 1003, no new gap
+    EXPECT_TRUE(h.drain(h.b).empty());
+    h.deliver(h.b, d[3]);
+    acks = h.drain(h.b);
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].psn(), Psn(1004));
+    EXPECT_EQ(sack_of(acks[0]).bitmap.get(), 0u);
+    EXPECT_TRUE(h.placed(4096));
+}
+
+TEST(Qp, SackOffsetMovesTheBitmapToFarPsns) {
+    Harness h;
+    ASSERT_EQ(h.write(200 * 1024), PostResult::kOk);
+    auto d = h.drain(h.a);
+    ASSERT_EQ(d.size(), 200u);
+    h.deliver(h.b, d[100]);  // PSN 1100 with 1000..1099 missing
+    auto acks = h.drain(h.b);
+    ASSERT_EQ(acks.size(), 1u);
+    const auto s = sack_of(acks[0]);
+    EXPECT_EQ(acks[0].psn(), Psn(1000));
+    EXPECT_EQ(s.sack_offset.get(), 100u);
+    EXPECT_EQ(s.bitmap.get(), 1ull);
+    // The requester takes exactly that packet as acknowledged.
+    h.deliver(h.a, acks[0]);
+    EXPECT_EQ(h.a.qp->counters().sacked_pkts, 1u);
+    EXPECT_EQ(h.a.qp->counters().acked_pkts, 0u);
+    EXPECT_EQ(h.a.qp->send_una(), Psn(1000));
+}
+
+TEST(Qp, DuplicateIsReackedAndNotWrittenTwice) {
+    Harness h;
+    ASSERT_EQ(h.write(1024), PostResult::kOk);
+    auto d = h.drain(h.a);
+    ASSERT_EQ(d.size(), 1u);
+    h.deliver(h.b, d[0]);
+    auto first = h.drain(h.b);
+    ASSERT_EQ(first.size(), 1u);
+    std::fill(h.b.mem.begin(), h.b.mem.begin() + 1024, 0xee);  // would show a second write
+    h.deliver(h.b, d[0]);
+    auto again = h.drain(h.b);
+    ASSERT_EQ(again.size(), 1u);
+    const auto s = sack_of(again[0]);
+    EXPECT_EQ(again[0].psn(), Psn(1001));
+    EXPECT_TRUE(s.flags & wire::kAckDuplicate);
+    EXPECT_EQ(h.b.qp->counters().rx_duplicates, 1u);
+    EXPECT_EQ(h.b.qp->counters().rx_data_pkts, 1u);
+    EXPECT_EQ(h.b.mem[0], 0xee) << "a duplicate must not be placed again";
+}
+
+TEST(Qp, TrimmedPacketIsNackedAndResentAtOnceOnAnotherEv) {
+    Harness h;
+    ASSERT_EQ(h.write(2048), PostResult::kOk);
+    auto d = h.drain(h.a);
+    ASSERT_EQ(d.size(), 2u);
+    Frame t = d[0];
+    const uint32_t l = wire::trim_data_packet(t.bytes.data(), uint32_t(t.bytes.size()), false);
+    ASSERT_GT(l, 0u);
+    t.bytes.resize(l);
+    h.deliver(h.b, t);
+    auto n = h.drain(h.b);
+    ASSERT_EQ(n.size(), 1u);
+    ASSERT_EQ(n[0].opcode(), Opcode::kNack);
+    const auto nh = nack_of(n[0]);
+    EXPECT_EQ(n[0].psn(), Psn(1000));
+    EXPECT_EQ(nh.reason, uint8_t(wire::NackReason::kTrimmed));
+    EXPECT_EQ(nh.ev_echo.get(), d[0].ev());
+    EXPECT_EQ(nh.cum_psn.get(), 1000u);
+    EXPECT_EQ(h.b.qp->counters().rx_trimmed, 1u);
+    h.deliver(h.a, n[0]);
+    auto r = h.drain(h.a);  // no time passes: no timeout involved
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].psn(), Psn(1000));
+    EXPECT_TRUE(r[0].flags() & wire::kFlagRetx);
+    EXPECT_NE(r[0].ev(), d[0].ev()) << "a retransmission takes a different EV";
+    EXPECT_EQ(h.a.qp->counters().retx_after_nack, 1u);
+    h.deliver(h.b, r[0]);
+    h.deliver(h.b, d[1]);
+    h.deliver_all(h.a, h.drain(h.b));
+    ASSERT_EQ(h.completions().size(), 1u);
+    EXPECT_TRUE(h.placed(2048));
+}
+
+TEST(Qp, LastHopTrimHasItsOwnReason) {
+    Harness h;
+    ASSERT_EQ(h.write(1024), PostResult::kOk);
+    auto d = h.drain(h.a);
+    Frame t = d[0];
+    t.bytes.resize(wire::trim_data_packet(t.bytes.data(), uint32_t(t.bytes.size()), true));
+    h.deliver(h.b, t);
+    auto n = h.drain(h.b);
+    ASSERT_EQ(n.size(), 1u);
+    EXPECT_EQ(nack_of(n[0]).reason, uint8_t(wire::NackReason::kTrimmedLastHop));
+}
+
+TEST(Qp, TimeoutResendsOnlyTheLostPsnOnAnotherEv) {
+    Harness h;
+    ASSERT_EQ(h.write(4096), PostResult::kOk);
+    auto d = h.drain(h.a);
+    h.deliver(h.b, d[0]);
+    h.deliver(h.b, d[2]);
+    h.deliver(h.b, d[3]);  // d[1] is lost without a trace
+    h.deliver_all(h.a, h.drain(h.b));
+    EXPECT_TRUE(h.drain(h.a).empty()) << "reordering alone never triggers a resend";
+    h.advance(ack_timeout_ns(6) - 1000);
+    EXPECT_TRUE(h.drain(h.a).empty()) << "not before the ack timeout";
+    h.advance(3000);  // within a tick after it
+    auto r = h.drain(h.a);
+    ASSERT_EQ(r.size(), 1u) << "selective: only the missing PSN";
+    EXPECT_EQ(r[0].psn(), Psn(1001));
+    EXPECT_NE(r[0].ev(), d[1].ev());
+    EXPECT_EQ(h.a.qp->counters().retx_after_timeout, 1u);
+    h.deliver(h.b, r[0]);
+    h.deliver_all(h.a, h.drain(h.b));
+    auto c = h.completions();
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+    EXPECT_TRUE(h.placed(4096));
+}
+
+TEST(Qp, ExponentialBackoffThenRetryExceededErrorsTheQp) {
+    Harness h;  // retry limit 3, t = 6
+    ASSERT_EQ(h.write(1024, 0, 11), PostResult::kOk);
+    ASSERT_EQ(h.write(1024, 4096, 12), PostResult::kOk);
+    auto d = h.drain(h.a);
+    ASSERT_EQ(d.size(), 2u);
+    const uint64_t rto = ack_timeout_ns(6);
+    uint64_t sent_at = h.now_ns;
+    for (int attempt = 1; attempt <= 3; ++attempt) {
+        const uint64_t deadline = sent_at + (rto << (attempt - 1));  // doubles after each timeout
+        h.advance(deadline - 2000 - h.now_ns);
+        EXPECT_TRUE(h.drain(h.a).empty()) << "attempt " << attempt << ": too early";
+        h.advance(4000);  // timers fire within one 1 us tick of their deadline
+        auto r = h.drain(h.a);
+        EXPECT_EQ(r.size(), 2u) << "attempt " << attempt;
+        sent_at = h.now_ns;
+    }
+    const uint64_t wait = (sent_at + (rto << 3)) - h.now_ns;
+    h.advance(wait + 2000);
+    EXPECT_EQ(h.a.qp->state(), QpState::kError);
+    EXPECT_EQ(h.a.qp->error_cause(), WcStatus::kRetryExceeded);
+    auto c = h.completions();
+    ASSERT_EQ(c.size(), 2u) << "every outstanding WR completes";
+    EXPECT_EQ(c[0].wr_id, 11u);
+    EXPECT_EQ(c[0].status, WcStatus::kRetryExceeded);
+    EXPECT_EQ(c[1].wr_id, 12u);
+    EXPECT_EQ(c[1].status, WcStatus::kFlushed);
+    EXPECT_TRUE(h.drain(h.a).empty()) << "an errored QP sends nothing";
+    EXPECT_EQ(h.write(10), PostResult::kNotReady);
+}
+
+TEST(Qp, LinearRetriesWaitTheSameEachTime) {
+    QpConfig c = Harness::small_config();
+    c.retry.mode = RetryMode::kLinear;
+    c.retry.limit = 7;
+    Harness h(c);
+    ASSERT_EQ(h.write(1024), PostResult::kOk);
+    h.drain(h.a);
+    const uint64_t rto = ack_timeout_ns(6);
+    for (int attempt = 1; attempt <= 7; ++attempt) {  // the same wait every time
+        h.advance(rto - 2000);
+        EXPECT_TRUE(h.drain(h.a).empty()) << attempt;
+        h.advance(4000);
+        EXPECT_EQ(h.drain(h.a).size(), 1u) << attempt;
+    }
+    EXPECT_EQ(h.a.qp->state(), QpState::kRts);
+    h.advance(rto + 2000);
+    EXPECT_EQ(h.a.qp->state(), QpState::kError) << "the 8th timeout exceeds a limit of 7";
+}
+
+TEST(Qp, PsnWrapAroundWithOutOfOrderSack) {
+    const Psn start(Psn::kMask - 1);  // 0xfffffe: the message crosses 2^24
+    Harness h(Harness::small_config(), start, Psn(Psn::kMask));
+    ASSERT_EQ(h.write(4096), PostResult::kOk);
+    auto d = h.drain(h.a);
+    ASSERT_EQ(d.size(), 4u);
+    EXPECT_EQ(d[0].psn(), Psn(0xfffffe));
+    EXPECT_EQ(d[1].psn(), Psn(0xffffff));
+    EXPECT_EQ(d[2].psn(), Psn(0));
+    EXPECT_EQ(d[3].psn(), Psn(1));
+    h.deliver(h.b, d[0]);
+    h.deliver(h.b, d[3]);  // gap across the wrap
+    auto acks = h.drain(h.b);
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].psn(), Psn(0xffffff));
+    EXPECT_EQ(sack_of(acks[0]).sack_offset.get(), 2u) << "PSN 1 = cum + 2 across the wrap";
+    EXPECT_EQ(sack_of(acks[0]).bitmap.get(), 1ull);
+    h.deliver(h.a, acks[0]);
+    EXPECT_EQ(h.a.qp->send_una(), Psn(0xffffff));
+    EXPECT_EQ(h.a.qp->counters().sacked_pkts, 1u);
+    h.deliver(h.b, d[2]);
+    h.deliver(h.b, d[1]);  // fills the holes: no new gap, so the ack is delayed
+    EXPECT_TRUE(h.drain(h.b).empty());
+    h.advance(6000);
+    acks = h.drain(h.b);
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks.back().psn(), Psn(2));
+    h.deliver_all(h.a, acks);
+    ASSERT_EQ(h.completions().size(), 1u);
+    EXPECT_EQ(h.a.qp->send_una(), Psn(2));
+    EXPECT_TRUE(h.placed(4096));
+}
+
+TEST(Qp, ImmediatesComeOutInMessageOrder) {
+    Harness h;
+    ASSERT_EQ(h.write(2048, 0, 1, true, 0xaaaa), PostResult::kOk);
+    ASSERT_EQ(h.write(2048, 8192, 2, true, 0xbbbb), PostResult::kOk);
+    auto d = h.drain(h.a);
+    ASSERT_EQ(d.size(), 4u);
+    EXPECT_EQ(d[0].opcode(), Opcode::kWriteImm);
+    EXPECT_TRUE(d[3].parse().imm != nullptr);
+    EXPECT_TRUE(d[2].parse().imm == nullptr) << "only the last packet carries the immediate";
+    h.deliver(h.b, d[2]);
+    h.deliver(h.b, d[3]);  // message 2 complete before message 1
+    EXPECT_TRUE(h.recv_completions().empty()) << "message 1 is not complete yet";
+    h.deliver(h.b, d[1]);  // last packet of message 1, still missing its first
+    EXPECT_TRUE(h.recv_completions().empty());
+    h.deliver(h.b, d[0]);
+    auto rc = h.recv_completions();
+    ASSERT_EQ(rc.size(), 2u);
+    EXPECT_EQ(rc[0].imm, 0xaaaau);
+    EXPECT_EQ(rc[0].msn, 0u);
+    EXPECT_EQ(rc[0].bytes, 2048u);
+    EXPECT_EQ(rc[1].imm, 0xbbbbu);
+    EXPECT_EQ(rc[1].msn, 1u);
+    EXPECT_TRUE(h.placed(2048));
+    EXPECT_TRUE(h.placed(2048, 8192, 2048));
+}
+
+TEST(Qp, TooManyPendingImmediatesAreRefusedWithNoResource) {
+    QpConfig c = Harness::small_config();
+    c.max_pending_imm = 1;
+    Harness h(c);
+    for (uint64_t i = 0; i < 3; ++i)
+        ASSERT_EQ(h.write(1024, i * 1024, i, true, uint32_t(i)), PostResult::kOk);
+    auto d = h.drain(h.a);
+    ASSERT_EQ(d.size(), 3u);
+    h.deliver(h.b, d[1]);  // held: message 0 missing
+    h.drain(h.b);
+    h.deliver(h.b, d[2]);  // a second pending immediate: over the limit
+    auto n = only(h.drain(h.b), Opcode::kNack);
+    ASSERT_EQ(n.size(), 1u);
+    EXPECT_EQ(n[0].psn(), Psn(1002));
+    EXPECT_EQ(nack_of(n[0]).reason, uint8_t(wire::NackReason::kNoResource));
+    EXPECT_EQ(h.b.qp->counters().rx_no_resource, 1u);
+    // The requester waits before resending, then succeeds once room is made.
+    h.deliver(h.a, n[0]);
+    EXPECT_TRUE(h.drain(h.a).empty()) << "NO_RESOURCE: not at once";
+    // The in-order immediate is accepted even at the limit: it unblocks
+    // the one held (refusing it would deadlock the QP).
+    h.deliver(h.b, d[0]);
+    EXPECT_EQ(h.recv_completions().size(), 2u);
+    h.advance(c.no_resource_backoff_ns + 1000);
+    auto r = h.drain(h.a);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].psn(), Psn(1002));
+    h.deliver(h.b, r[0]);
+    auto rc = h.recv_completions();
+    ASSERT_EQ(rc.size(), 1u);
+    EXPECT_EQ(rc[0].imm, 2u);
+}
+
+TEST(Qp, OutOfWindowPsnIsNacked) {
+    Harness h;  // 256-PSN window
+    ASSERT_EQ(h.write(1024), PostResult::kOk);
+    auto d = h.drain(h.a);
+    Frame f = d[0];
+    auto *base = reinterpret_cast<wire::BaseHdr *>(f.bytes.data() + wire::kEthIpv4UdpBytes);
+    base->psn.set(1000 + 256);
+    h.deliver(h.b, f);
+    auto n = h.drain(h.b);
+    ASSERT_EQ(n.size(), 1u);
+    EXPECT_EQ(nack_of(n[0]).reason, uint8_t(wire::NackReason::kPsnOutOfWindow));
+    EXPECT_EQ(h.b.qp->counters().rx_out_of_window, 1u);
+    EXPECT_EQ(h.b.qp->counters().rx_data_pkts, 0u);
+}
+
+// Rewrites the RETH of a captured data frame.
+Frame with_reth(Frame f, uint64_t addr, uint32_t rkey) {
+    auto *r = reinterpret_cast<wire::Reth *>(f.bytes.data() + wire::kEthIpv4UdpBytes +
+                                             sizeof(wire::BaseHdr) + sizeof(wire::DataHdr));
+    r->remote_addr.set(addr);
+    r->rkey.set(rkey);
+    return f;
+}
+
+TEST(Qp, BadKeyOrAddressIsRefusedAndNothingIsWritten) {
+    Harness h;
+    ASSERT_EQ(h.write(1024, 0, 5), PostResult::kOk);
+    auto d = h.drain(h.a);
+    const uint64_t base = reinterpret_cast<uint64_t>(h.b.mem.data());
+    const uint64_t end = base + h.b.mem.size();
+    const std::vector<Frame> hostile = {
+        with_reth(d[0], base, h.b.rkey ^ 0x100),     // another slot
+        with_reth(d[0], base, h.b.rkey ^ 0x01),      // stale generation
+        with_reth(d[0], end - 1000, h.b.rkey),       // runs past the end
+        with_reth(d[0], base - 1, h.b.rkey),         // starts before
+        with_reth(d[0], UINT64_MAX - 10, h.b.rkey),  // wraps the address space
+    };
+    const auto before = h.b.mem;
+    for (const auto &f : hostile)
+        h.deliver(h.b, f);
+    EXPECT_EQ(h.b.mem, before) << "nothing outside a registered range is written";
+    EXPECT_EQ(h.b.qp->counters().rx_access_errors, hostile.size());
+    auto n = only(h.drain(h.b), Opcode::kNack);
+    ASSERT_EQ(n.size(), hostile.size());
+    for (const auto &f : n)
+        EXPECT_EQ(nack_of(f).reason, uint8_t(wire::NackReason::kRemoteAccess));
+    // The requester's QP errors with a remote access error.
+    h.deliver(h.a, n[0]);
+    EXPECT_EQ(h.a.qp->state(), QpState::kError);
+    auto c = h.completions();
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kRemoteAccessError);
+    // The responder is unharmed: a good packet is still placed.
+    EXPECT_EQ(h.b.qp->state(), QpState::kRts);
+    h.deliver(h.b, d[0]);
+    EXPECT_TRUE(h.placed(1024));
+}
+
+TEST(Qp, RegionOfAnotherProtectionDomainIsNotWritable) {
+    Harness h;
+    std::vector<uint8_t> other(4096, 0);
+    const uint32_t k =
+        h.b.ep->mrs().register_region(other.data(), other.size(), kAccessRemoteWrite, 99).value();
+    ASSERT_EQ(h.write(1024), PostResult::kOk);
+    auto d = h.drain(h.a);
+    h.deliver(h.b, with_reth(d[0], reinterpret_cast<uint64_t>(other.data()), k));
+    EXPECT_EQ(h.b.qp->counters().rx_access_errors, 1u);
+    EXPECT_EQ(other, std::vector<uint8_t>(4096, 0));
+}
+
+TEST(Qp, EcnMarkIsEchoedAtOnceWithItsEv) {
+    Harness h;
+    ASSERT_EQ(h.write(4096), PostResult::kOk);
+    auto d = h.drain(h.a);
+    Frame m = d[1];
+    auto *ip = reinterpret_cast<wire::Ipv4Hdr *>(m.bytes.data() + sizeof(wire::EthHdr));
+    EXPECT_EQ(ip->tos & wire::kEcnMask, wire::kEcnEct0) << "data is sent ECN-capable";
+    ip->tos |= wire::kEcnCe;
+    h.deliver(h.b, d[0]);
+    h.deliver(h.b, m);
+    auto acks = h.drain(h.b);
+    ASSERT_EQ(acks.size(), 1u);
+    const auto s = sack_of(acks[0]);
+    EXPECT_TRUE(s.flags & wire::kAckEcnEcho);
+    EXPECT_EQ(s.ev_echo.get(), d[1].ev());
+    h.deliver(h.b, d[2]);  // an unmarked packet later does not inherit the mark
+    h.deliver(h.b, d[3]);
+    acks = h.drain(h.b);
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_FALSE(sack_of(acks[0]).flags & wire::kAckEcnEcho);
+    h.deliver(h.a, acks[0]);
+}
+
+TEST(Qp, AckCoalescingByBytesAndByDelay) {
+    QpConfig c = Harness::small_config();
+    c.ack_every_bytes = 4096;
+    Harness h(c);
+    ASSERT_EQ(h.write(10 * 1024), PostResult::kOk);
+    auto d = h.drain(h.a);
+    ASSERT_EQ(d.size(), 10u);
+    std::vector<uint32_t> acked_after;
+    for (uint32_t i = 0; i < 9; ++i) {
+        h.deliver(h.b, d[i]);
+        if (!h.drain(h.b).empty()) acked_after.push_back(i + 1);
+    }
+    EXPECT_EQ(acked_after, (std::vector<uint32_t>{4, 8})) << "an ack every 4 KiB";
+    // The ninth packet's ack is pending: the delay timer sends it.
+    EXPECT_TRUE(h.drain(h.b).empty());
+    h.advance(c.ack_delay_ns + 1500);
+    auto acks = h.drain(h.b);
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].psn(), Psn(1009));
+}
+
+TEST(Qp, InvalidSackIsIgnored) {
+    Harness h;
+    ASSERT_EQ(h.write(2048), PostResult::kOk);
+    auto d = h.drain(h.a);
+    h.deliver_all(h.b, d);
+    auto acks = h.drain(h.b);
+    ASSERT_EQ(acks.size(), 1u);
+    Frame bogus = acks[0];
+    reinterpret_cast<wire::BaseHdr *>(bogus.bytes.data() + wire::kEthIpv4UdpBytes)
+        ->psn.set(1000 + 500);
+    h.deliver(h.a, bogus);  // acknowledges PSNs never sent
+    EXPECT_EQ(h.a.qp->counters().rx_sacks_invalid, 1u);
+    EXPECT_EQ(h.a.qp->send_una(), Psn(1000));
+    EXPECT_TRUE(h.completions().empty());
+}
+
+TEST(Qp, SendWindowIsBoundedByThePeersWindow) {
+    Harness h;  // 256-PSN window
+    ASSERT_EQ(h.write(300 * 1024), PostResult::kOk);
+    auto d = h.drain(h.a);
+    EXPECT_EQ(d.size(), 256u) << "never beyond cum + window";
+    h.deliver(h.b, d[0]);
+    h.deliver(h.b, d[1]);
+    EXPECT_TRUE(h.drain(h.b).empty()) << "in order and not asked for: the ack is delayed";
+    h.advance(6000);
+    auto acks = h.drain(h.b);
+    ASSERT_EQ(acks.size(), 1u);
+    h.deliver_all(h.a, acks);
+    EXPECT_EQ(h.drain(h.a).size(), 2u) << "two acknowledged, two more may go";
+}
+
+TEST(Qp, PacketsForUnknownQpOrFromAStrangerAreCounted) {
+    Harness h;
+    ASSERT_EQ(h.write(1024), PostResult::kOk);
+    auto d = h.drain(h.a);
+    Frame f = d[0];
+    reinterpret_cast<wire::BaseHdr *>(f.bytes.data() + wire::kEthIpv4UdpBytes)->dst_qpn.set(3);
+    h.deliver(h.b, f);
+    EXPECT_EQ(h.b.ep->counters().rx_unknown_qpn, 1u);
+    Frame g = d[0];
+    reinterpret_cast<wire::Ipv4Hdr *>(g.bytes.data() + sizeof(wire::EthHdr))
+        ->src.set(wire::ipv4(6, 6, 6, 6));
+    h.deliver(h.b, g);
+    EXPECT_EQ(h.b.ep->counters().rx_wrong_peer, 1u);
+    Frame p = d[0];
+    p.plane = 5;
+    h.deliver(h.b, p);
+    EXPECT_EQ(h.b.ep->counters().rx_bad_plane, 1u);
+    EXPECT_EQ(h.b.qp->counters().rx_data_pkts, 0u);
+}
+
+TEST(Qp, EveryTruncationOfADataFrameIsDroppedSafely) {
+    Harness h;
+    ASSERT_EQ(h.write(1024), PostResult::kOk);
+    auto d = h.drain(h.a);
+    const auto before = h.b.mem;
+    for (size_t len = 0; len < d[0].bytes.size(); ++len) {
+        std::vector<uint8_t> cut(d[0].bytes.begin(), d[0].bytes.begin() + long(len));
+        h.b.ep->on_packet(cut.data(), uint32_t(cut.size()), 0, h.now_ns);
+    }
+    EXPECT_EQ(h.b.mem, before);
+    EXPECT_EQ(h.b.qp->counters().rx_data_pkts, 0u);
+    const auto &c = h.b.ep->counters();
+    EXPECT_EQ(c.rx_not_mrc + c.rx_malformed, d[0].bytes.size());
+}
+
+TEST(QpState, TransitionsFollowTheTable) {
+    EndpointConfig ec;
+    Endpoint ep(ec);
+    Qp *q = ep.create_qp(QpConfig{}).value();
+    EXPECT_EQ(q->state(), QpState::kReset);
+    WriteRequest w;
+    uint8_t buf[8] = {};
+    w.local = buf;
+    w.length = 8;
+    EXPECT_EQ(q->post_write(w), PostResult::kNotReady);
+    QpPeer peer;
+    peer.dst_qpn = 9;
+    EXPECT_FALSE(q->to_rtr(peer, Psn(0)).ok()) << "RESET -> RTR is not allowed";
+    EXPECT_FALSE(q->to_rts(Psn(0)).ok());
+    ASSERT_TRUE(q->to_init(1).ok());
+    EXPECT_FALSE(q->to_init(1).ok());
+    EXPECT_EQ(q->post_write(w), PostResult::kNotReady);
+    ASSERT_TRUE(q->to_rtr(peer, Psn(0)).ok());
+    EXPECT_EQ(q->state(), QpState::kRtr);
+    EXPECT_EQ(q->post_write(w), PostResult::kNotReady);
+    ASSERT_TRUE(q->to_rts(Psn(0)).ok());
+    EXPECT_EQ(q->post_write(w), PostResult::kOk);
+    w.length = 0;
+    EXPECT_EQ(q->post_write(w), PostResult::kBadLength);
+    q->to_error();
+    EXPECT_EQ(q->state(), QpState::kError);
+    SendCompletion c[4];
+    ASSERT_EQ(q->poll_send_cq(c, 4), 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kFlushed);
+    EXPECT_FALSE(q->to_rts(Psn(0)).ok());
+    q->reset();
+    EXPECT_EQ(q->state(), QpState::kReset);
+    EXPECT_TRUE(q->to_init(1).ok()) << "a reset QP can be used again";
+}
+
+TEST(QpState, BadConfigurationsAreRefused) {
+    EndpointConfig ec;
+    Endpoint ep(ec);
+    QpConfig c;
+    c.retry.mode = RetryMode::kLinear;
+    c.retry.limit = 8;
+    EXPECT_FALSE(ep.create_qp(c).ok());
+    c = QpConfig{};
+    c.retry.timeout_exp = 25;
+    EXPECT_FALSE(ep.create_qp(c).ok());
+    c = QpConfig{};
+    c.mtu_payload_bytes = 0;
+    EXPECT_FALSE(ep.create_qp(c).ok());
+}
+
+}  // namespace
+}  // namespace mrc::test
