@@ -6,6 +6,7 @@
 // move on x86 and arm64.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -17,16 +18,42 @@ struct BigEndian {
     static_assert(Bytes >= 1 && Bytes <= 8 && Bytes <= int(sizeof(T)));
     uint8_t b[Bytes];
 
-    constexpr T get() const {
-        T v = 0;
-        for (int i = 0; i < Bytes; ++i)
-            v = static_cast<T>((v << 8) | b[i]);
-        return v;
+    // Whole-word loads and stores with one byte swap where the width is a
+    // machine word; byte assembly otherwise (the 24-bit fields).
+    T get() const {
+        if constexpr (Bytes == 2 || Bytes == 4 || Bytes == 8) {
+            T v;
+            std::memcpy(&v, b, Bytes);
+            return from_be(v);
+        } else {
+            T v = 0;
+            for (int i = 0; i < Bytes; ++i)
+                v = static_cast<T>((v << 8) | b[i]);
+            return v;
+        }
     }
-    constexpr void set(T v) {
-        for (int i = Bytes - 1; i >= 0; --i) {
-            b[i] = static_cast<uint8_t>(v & 0xff);
-            v = static_cast<T>(v >> 8);
+    void set(T v) {
+        if constexpr (Bytes == 2 || Bytes == 4 || Bytes == 8) {
+            v = from_be(v);
+            std::memcpy(b, &v, Bytes);
+        } else {
+            for (int i = Bytes - 1; i >= 0; --i) {
+                b[i] = static_cast<uint8_t>(v & 0xff);
+                v = static_cast<T>(v >> 8);
+            }
+        }
+    }
+
+  private:
+    static T from_be(T v) {
+        if constexpr (std::endian::native == std::endian::big) {
+            return v;
+        } else if constexpr (sizeof(T) == 2) {
+            return static_cast<T>(__builtin_bswap16(v));
+        } else if constexpr (sizeof(T) == 4) {
+            return static_cast<T>(__builtin_bswap32(v));
+        } else {
+            return static_cast<T>(__builtin_bswap64(v));
         }
     }
 };

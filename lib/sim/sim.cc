@@ -78,14 +78,17 @@ class Simulator {
     SimResult run();
 
   private:
+    // Rates are link_gbps_ or path_gbps_, whose reciprocals are kept: no
+    // division per packet.
     uint64_t ser_ps(uint32_t bytes, double gbps) const {
-        return static_cast<uint64_t>(double(bytes + kWireOverheadBytes) * 8000.0 / gbps);
+        return static_cast<uint64_t>(double(bytes + kWireOverheadBytes) * 8000.0 * inv(gbps));
     }
     uint64_t backlog_bytes(uint64_t busy_until_ps, uint64_t t_ps, double gbps) const {
         return busy_until_ps > t_ps
-                   ? static_cast<uint64_t>(double(busy_until_ps - t_ps) * gbps / 8000.0)
+                   ? static_cast<uint64_t>(double(busy_until_ps - t_ps) * gbps * (1.0 / 8000.0))
                    : 0;
     }
+    double inv(double gbps) const { return gbps == path_gbps_ ? inv_path_gbps_ : inv_link_gbps_; }
     void push(uint64_t t_ps, Ev kind, uint32_t arg) { heap_.push(t_ps, Event{arg, kind}); }
     uint32_t alloc_pkt() {
         if (free_pkts_.empty()) {
@@ -140,6 +143,8 @@ class Simulator {
     std::unordered_map<uint64_t, uint32_t> drops_of_psn_;
     size_t done_qps_ = 0;
     double path_gbps_ = 0;
+    double inv_path_gbps_ = 0;
+    double inv_link_gbps_ = 0;
     uint64_t now_ps_ = 0;
     uint64_t last_completion_ps_ = 0;
     SimResult r_;
@@ -152,6 +157,8 @@ class Simulator {
 void Simulator::setup() {
     const FabricConfig &f = cfg_.fabric;
     path_gbps_ = f.path_gbps > 0 ? f.path_gbps : f.link_gbps;
+    inv_path_gbps_ = 1.0 / path_gbps_;
+    inv_link_gbps_ = 1.0 / f.link_gbps;
     receiver_ = cfg_.work.senders;
     const uint32_t hosts = receiver_ + 1;
     ep_.resize(hosts);

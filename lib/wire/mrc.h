@@ -232,25 +232,27 @@ enum class MrcError : uint8_t {
 };
 const char *to_string(MrcError e);
 
+// Filled by parse_mrc; valid only when it returned kOk. No member
+// initialisers: constructing one per packet must cost nothing.
 struct MrcPacket {
     UdpView udp;
-    NetError net_error = NetError::kOk;
-    const BaseHdr *base = nullptr;
-    Opcode opcode = Opcode::kWrite;
-    uint8_t flags = 0;
-    uint32_t dst_qpn = 0;
+    NetError net_error;
+    const BaseHdr *base;
+    Opcode opcode;
+    uint8_t flags;
+    uint32_t dst_qpn;
     Psn psn;
-    uint16_t ev = 0;  // UDP source port
-    bool ecn_ce = false;
-    const DataHdr *data = nullptr;
-    const Reth *reth = nullptr;
-    const ImmHdr *imm = nullptr;
-    const SackHdr *sack = nullptr;
-    const NackHdr *nack = nullptr;
-    const ProbeHdr *probe = nullptr;
-    const uint8_t *payload = nullptr;
-    uint32_t payload_bytes = 0;
-    uint32_t hdr_bytes = 0;
+    uint16_t ev;  // UDP source port
+    bool ecn_ce;
+    const DataHdr *data;
+    const Reth *reth;
+    const ImmHdr *imm;
+    const SackHdr *sack;
+    const NackHdr *nack;
+    const ProbeHdr *probe;
+    const uint8_t *payload;
+    uint32_t payload_bytes;
+    uint32_t hdr_bytes;
 
     bool is_data() const { return opcode == Opcode::kWrite || opcode == Opcode::kWriteImm; }
     bool trimmed() const { return flags & kFlagTrimmed; }

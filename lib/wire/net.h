@@ -159,14 +159,15 @@ enum class NetError : uint8_t {
 };
 const char *to_string(NetError e);
 
+// Filled by the parser; valid only when it returned kOk.
 struct UdpView {
-    const EthHdr *eth = nullptr;
-    const Ipv4Hdr *ip = nullptr;
-    const UdpHdr *udp = nullptr;
-    const uint8_t *payload = nullptr;
-    uint16_t payload_bytes = 0;
-    uint16_t l2_bytes = 0;  // Ethernet header plus VLAN tag, if any
-    uint16_t l3_bytes = 0;  // IPv4 header including options
+    const EthHdr *eth;
+    const Ipv4Hdr *ip;
+    const UdpHdr *udp;
+    const uint8_t *payload;
+    uint16_t payload_bytes;
+    uint16_t l2_bytes;  // Ethernet header plus VLAN tag, if any
+    uint16_t l3_bytes;  // IPv4 header including options
 };
 
 enum class Checksums : uint8_t { kSkip, kVerify };

@@ -148,3 +148,26 @@ TEST(Ring, FifoWithFixedCapacity) {
 
 }  // namespace
 }  // namespace mrc
+
+#include <fstream>
+#include <sstream>
+
+#include "core/counters.h"
+
+namespace mrc {
+namespace {
+
+TEST(Counters, DocsNameEveryCounter) {
+    std::ifstream f(MRC_SOURCE_DIR "/docs/counters.md");
+    ASSERT_TRUE(f.good()) << "docs/counters.md missing";
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const std::string doc = ss.str();
+    for (const auto &c : kEndpointCounterInfo)
+        EXPECT_NE(doc.find(std::string("`") + c.name + "`"), std::string::npos) << c.name;
+    for (const auto &c : kQpCounterInfo)
+        EXPECT_NE(doc.find(std::string("`") + c.name + "`"), std::string::npos) << c.name;
+}
+
+}  // namespace
+}  // namespace mrc

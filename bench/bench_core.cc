@@ -1,0 +1,335 @@
+// Micro-benchmarks of the transport core's per-packet paths, in ns per
+// packet (Google Benchmark reports time per iteration; each iteration is one
+// packet unless the name says otherwise). Budgets (checked by reading the
+// medians, see docs/performance.md):
+//   responder, one data packet (parse + place + bitmap + ack decision):
+//     < 100 ns excluding the payload memcpy
+//   requester, ack processing: < 50 ns per acknowledged packet
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "core/endpoint.h"
+#include "core/ev.h"
+#include "wire/mrc.h"
+
+namespace mrc {
+
+// The friend seam qp.h declares, for reaching inside a QP from here.
+struct QpTestPeer {
+    static void emit_sack(Qp &q, TxPacket &t) { q.emit_sack(t); }
+};
+
+namespace {
+
+// One requester/responder pair with the addressing the frames need.
+struct Pair {
+    std::unique_ptr<Endpoint> a, b;
+    Qp *qa = nullptr, *qb = nullptr;
+    std::vector<uint8_t> mem = std::vector<uint8_t>(64 << 20);
+    std::vector<uint8_t> src = std::vector<uint8_t>(16 << 20, 0x5a);
+    uint32_t rkey = 0;
+
+    explicit Pair(QpConfig c = {}) {
+        EndpointConfig ec;
+        ec.planes = 2;
+        a = std::make_unique<Endpoint>(ec);
+        b = std::make_unique<Endpoint>(ec);
+        qa = a->create_qp(c).value();
+        qb = b->create_qp(c).value();
+        (void)qa->to_init(1);
+        (void)qb->to_init(1);
+        QpPeer pa, pb;
+        pa.dst_qpn = qb->qpn();
+        pb.dst_qpn = qa->qpn();
+        pa.planes = pb.planes = 2;
+        for (int p = 0; p < 2; ++p) {
+            pa.path[p].src_ip = pb.path[p].dst_ip = wire::ipv4(10, uint8_t(p), 0, 1);
+            pa.path[p].dst_ip = pb.path[p].src_ip = wire::ipv4(10, uint8_t(p), 0, 2);
+        }
+        (void)qa->to_rtr(pa, Psn(0));
+        (void)qb->to_rtr(pb, Psn(0));
+        (void)qa->to_rts(Psn(0));
+        (void)qb->to_rts(Psn(0));
+        rkey = b->mrs().register_region(mem.data(), mem.size(), kAccessRemoteWrite, 1).value();
+    }
+
+    // A data frame for PSN 0 with `payload` bytes, as the requester builds it.
+    std::vector<uint8_t> data_frame(uint32_t payload, uint8_t flags = 0) const {
+        std::vector<uint8_t> f(wire::kMaxHdrBytes + payload);
+        wire::MrcAddr ad;
+        ad.src_ip = wire::ipv4(10, 0, 0, 1);
+        ad.dst_ip = wire::ipv4(10, 0, 0, 2);
+        wire::DataFields d;
+        d.flags = flags;
+        d.msg_offset = payload;  // a packet from the middle of a message
+        d.dst_qpn = qb->qpn();
+        d.remote_addr = reinterpret_cast<uint64_t>(mem.data());
+        d.rkey = rkey;
+        const uint16_t h = wire::write_data(f.data(), ad, 5000, d, payload);
+        f.resize(h + payload);
+        return f;
+    }
+};
+
+void set_psn(std::vector<uint8_t> &f, uint32_t psn) {
+    reinterpret_cast<wire::BaseHdr *>(f.data() + wire::kEthIpv4UdpBytes)->psn.set(psn);
+}
+void set_addr(std::vector<uint8_t> &f, uint64_t addr) {
+    reinterpret_cast<wire::Reth *>(f.data() + wire::kEthIpv4UdpBytes + sizeof(wire::BaseHdr) +
+                                   sizeof(wire::DataHdr))
+        ->remote_addr.set(addr);
+}
+
+void BM_ParseDataPacket(benchmark::State &state) {
+    Pair p;
+    auto f = p.data_frame(4096);
+    for (auto _ : state) {
+        wire::MrcPacket m;
+        benchmark::DoNotOptimize(
+            wire::parse_mrc(f.data(), uint32_t(f.size()), wire::kDefaultMrcPort, &m));
+        benchmark::DoNotOptimize(m);
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ParseDataPacket);
+
+// The payload copy on its own, to subtract from the responder's figures.
+void BM_Memcpy(benchmark::State &state) {
+    const auto n = size_t(state.range(0));
+    std::vector<uint8_t> s(n, 1), d(64 << 20);
+    size_t off = 0;
+    for (auto _ : state) {
+        std::memcpy(d.data() + off, s.data(), n);
+        benchmark::ClobberMemory();
+        off = (off + n) % (d.size() - n);
+    }
+    state.SetBytesProcessed(int64_t(state.iterations() * n));
+}
+BENCHMARK(BM_Memcpy)->Arg(64)->Arg(4096);
+
+// Responder, in order: parse, checks, place, bitmap, epsn advance, ack
+// decision. Payload 64 B (the copy costs ~nothing) and 4 KiB.
+void BM_ResponderInOrder(benchmark::State &state) {
+    QpConfig c;
+    c.ack_every_bytes = 1u << 30;  // the ack decision runs; SACK building is measured apart
+    Pair p(c);
+    const auto payload = uint32_t(state.range(0));
+    auto f = p.data_frame(payload);
+    const uint64_t base = reinterpret_cast<uint64_t>(p.mem.data());
+    const uint64_t span = p.mem.size() / payload * payload;
+    uint32_t psn = 0;
+    uint64_t off = 0;
+    for (auto _ : state) {
+        set_psn(f, psn++);
+        set_addr(f, base + off);
+        off = off + payload == span ? 0 : off + payload;
+        p.b->on_packet(f.data(), uint32_t(f.size()), 0, 1000);
+    }
+    if (p.qb->counters().rx_data_pkts != uint64_t(state.iterations()))
+        state.SkipWithError("packets were not placed");
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ResponderInOrder)->Arg(64)->Arg(4096);
+
+// Responder, out of order: each block of 64 PSNs arrives shuffled, and the
+// SACKs the gaps trigger are built and sent (poll_tx) once per block.
+void BM_ResponderOutOfOrder(benchmark::State &state) {
+    QpConfig c;
+    c.ack_every_bytes = 1u << 30;
+    Pair p(c);
+    const auto payload = uint32_t(state.range(0));
+    auto f = p.data_frame(payload);
+    std::vector<uint32_t> perm(64);
+    std::iota(perm.begin(), perm.end(), 0u);
+    std::shuffle(perm.begin(), perm.end(), std::mt19937(7));
+    const uint64_t base = reinterpret_cast<uint64_t>(p.mem.data());
+    uint8_t hdrs[16][wire::kMaxHdrBytes];
+    TxPacket tx[16];
+    for (int i = 0; i < 16; ++i)
+        tx[i].hdr = hdrs[i];
+    uint32_t block = 0, i = 0;
+    for (auto _ : state) {
+        const uint32_t k = perm[i];
+        set_psn(f, block * 64 + k);
+        set_addr(f, base + uint64_t((block % 256) * 64 + k) * payload);
+        p.b->on_packet(f.data(), uint32_t(f.size()), 0, 1000);
+        if (++i == 64) {
+            i = 0;
+            ++block;
+            while (p.b->poll_tx(tx, 16, 1000) > 0) {
+            }
+        }
+    }
+    if (p.qb->counters().rx_data_pkts != uint64_t(state.iterations()))
+        state.SkipWithError("packets were not placed");
+    state.SetItemsProcessed(state.iterations());
+    state.counters["sacks_per_pkt"] =
+        double(p.qb->counters().tx_sacks) / double(state.iterations());
+}
+BENCHMARK(BM_ResponderOutOfOrder)->Arg(64)->Arg(4096);
+
+// Building one SACK with a bitmap of scattered arrivals.
+void BM_SackGeneration(benchmark::State &state) {
+    Pair p;
+    auto f = p.data_frame(64);
+    for (uint32_t psn : {1u, 3u, 4u, 9u, 20u, 33u, 40u, 63u}) {
+        set_psn(f, psn);
+        p.b->on_packet(f.data(), uint32_t(f.size()), 0, 1000);
+    }
+    uint8_t hdr[wire::kMaxHdrBytes];
+    TxPacket t;
+    t.hdr = hdr;
+    for (auto _ : state) {
+        QpTestPeer::emit_sack(*p.qb, t);
+        benchmark::DoNotOptimize(hdr);
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_SackGeneration);
+
+// Requester: one iteration = 1024 packets sent (untimed) then acknowledged
+// by 64 SACKs of 16 packets each, cumulative (arg 0) or by bitmap with the
+// cumulative point held back (arg 1). Reported per acknowledged packet.
+void BM_RequesterAckProcessing(benchmark::State &state) {
+    QpConfig c;
+    c.mtu_payload_bytes = 64;
+    c.max_inflight_pkts = 2048;
+    c.mpr_units = 16;
+    Pair p(c);
+    const bool by_bitmap = state.range(0) == 1;
+    uint8_t hdrs[64][wire::kMaxHdrBytes];
+    TxPacket tx[64];
+    std::vector<std::vector<uint8_t>> sacks(64, std::vector<uint8_t>(wire::kSackBytes));
+    wire::MrcAddr ad;
+    ad.src_ip = wire::ipv4(10, 0, 0, 2);
+    ad.dst_ip = wire::ipv4(10, 0, 0, 1);
+    uint64_t acked = 0, wr = 0;
+    for (auto _ : state) {
+        state.PauseTiming();
+        const Psn first = p.qa->send_next();
+        WriteRequest w;
+        w.wr_id = wr++;
+        w.local = p.src.data();
+        w.length = 1024 * 64;
+        w.remote_addr = reinterpret_cast<uint64_t>(p.mem.data());
+        w.rkey = p.rkey;
+        (void)p.qa->post_write(w);
+        for (int i = 0; i < 64; ++i)
+            tx[i].hdr = hdrs[i];
+        uint32_t sent = 0;
+        while (sent < 1024)
+            sent += p.a->poll_tx(tx, 64, 1000);
+        for (uint32_t k = 0; k < 64; ++k) {
+            wire::SackFields s;
+            s.dst_qpn = p.qa->qpn();
+            s.rwnd_units = 16;
+            if (!by_bitmap || k == 63) {
+                s.cum_psn = first + 16 * (k + 1);
+            } else {
+                s.cum_psn = first;
+                s.sack_offset = uint16_t(16 * k);
+                s.bitmap = 0xffff;
+            }
+            s.trigger_psn = first + 16 * k;
+            wire::write_sack(sacks[k].data(), ad, 4000, s);
+        }
+        state.ResumeTiming();
+        for (auto &s : sacks)
+            p.a->on_packet(s.data(), uint32_t(s.size()), 0, 2000);
+        SendCompletion sc[4];
+        state.PauseTiming();
+        while (p.qa->poll_send_cq(sc, 4) > 0) {
+        }
+        acked += 1024;
+        state.ResumeTiming();
+    }
+    const auto &ctr = p.qa->counters();
+    if (ctr.acked_pkts + ctr.sacked_pkts != acked)
+        state.SkipWithError("not every packet was acknowledged");
+    state.SetItemsProcessed(int64_t(acked));
+    state.counters["ns_per_acked_pkt"] = benchmark::Counter(
+        double(acked), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_RequesterAckProcessing)->Arg(0)->Arg(1);
+
+void BM_EvNext(benchmark::State &state) {
+    EvSet s;
+    s.init(256, 4, 1);
+    for (auto _ : state)
+        benchmark::DoNotOptimize(s.next());
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_EvNext);
+
+void BM_EvRandomForRetransmission(benchmark::State &state) {
+    EvSet s;
+    s.init(256, 4, 1);
+    uint16_t last = 0;
+    for (auto _ : state) {
+        last = s.random_other_than(last).ev;
+        benchmark::DoNotOptimize(last);
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_EvRandomForRetransmission);
+
+// Requester, sending: segmentation, EV choice, header building (no payload
+// copy). Every 1024 packets one cumulative SACK (built untimed) reopens the
+// window; its processing, ~10 ns per packet, is included.
+void BM_RequesterEmit(benchmark::State &state) {
+    QpConfig c;
+    c.mtu_payload_bytes = 4096;
+    c.max_inflight_pkts = 2048;
+    c.mpr_units = 16;
+    Pair p(c);
+    uint8_t hdrs[32][wire::kMaxHdrBytes];
+    TxPacket tx[32];
+    for (int i = 0; i < 32; ++i)
+        tx[i].hdr = hdrs[i];
+    std::vector<uint8_t> sack(wire::kSackBytes);
+    wire::MrcAddr ad;
+    ad.src_ip = wire::ipv4(10, 0, 0, 2);
+    ad.dst_ip = wire::ipv4(10, 0, 0, 1);
+    uint64_t n = 0, since_ack = 0;
+    SendCompletion sc[8];
+    for (auto _ : state) {
+        if (p.qa->outstanding_wrs() < 2) {
+            WriteRequest w;
+            w.local = p.src.data();
+            w.length = 4096u * 4096u;
+            w.remote_addr = reinterpret_cast<uint64_t>(p.mem.data());
+            w.rkey = p.rkey;
+            (void)p.qa->post_write(w);
+        }
+        const uint32_t k = p.a->poll_tx(tx, 32, 1000);
+        n += k;
+        since_ack += k;
+        if (since_ack >= 1024 || k == 0) {
+            state.PauseTiming();
+            wire::SackFields f;
+            f.dst_qpn = p.qa->qpn();
+            f.cum_psn = p.qa->send_next();
+            f.trigger_psn = p.qa->send_next() - 1;
+            f.rwnd_units = 16;
+            wire::write_sack(sack.data(), ad, 4000, f);
+            state.ResumeTiming();
+            p.a->on_packet(sack.data(), uint32_t(sack.size()), 0, 2000);
+            while (p.qa->poll_send_cq(sc, 8) > 0) {
+            }
+            since_ack = 0;
+        }
+    }
+    state.SetItemsProcessed(int64_t(n));
+}
+BENCHMARK(BM_RequesterEmit);
+
+}  // namespace
+}  // namespace mrc
+
+BENCHMARK_MAIN();

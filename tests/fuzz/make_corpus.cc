@@ -1,0 +1,86 @@
+// Writes the seed corpus of the fuzz targets: real frames of every MRC
+// packet type (for fuzz_parse) and record sequences (for fuzz_responder).
+// Run by hand after a wire-format change; the output is checked in.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "wire/mrc.h"
+
+using namespace mrc;
+using namespace mrc::wire;
+
+namespace {
+void save(const std::string &path, const std::vector<uint8_t> &b) {
+    FILE *f = std::fopen(path.c_str(), "wb");
+    if (!f) return;
+    std::fwrite(b.data(), 1, b.size(), f);
+    std::fclose(f);
+}
+}  // namespace
+
+int main(int argc, char **argv) {
+    if (argc != 2) return 2;
+    const std::string dir = argv[1];
+    MrcAddr a;
+    a.src_ip = ipv4(10, 0, 0, 1);
+    a.dst_ip = ipv4(10, 0, 0, 2);
+    std::vector<std::vector<uint8_t>> frames;
+    for (int imm = 0; imm < 2; ++imm) {
+        for (uint32_t payload : {1u, 512u}) {
+            std::vector<uint8_t> f(kMaxHdrBytes + payload, 0x11);
+            DataFields d;
+            d.opcode = imm ? Opcode::kWriteImm : Opcode::kWrite;
+            d.flags = kFlagFirst | kFlagLast | kFlagAckReq;
+            d.dst_qpn = 1;
+            d.psn = Psn(0xfffff0);
+            d.msg_bytes = payload;
+            f.resize(write_data(f.data(), a, 3000, d, payload) + payload);
+            frames.push_back(f);
+        }
+    }
+    std::vector<uint8_t> s(kMaxHdrBytes);
+    SackFields sf;
+    sf.dst_qpn = 1;
+    sf.cum_psn = Psn(0xfffff1);
+    sf.bitmap = 0x5;
+    sf.rwnd_units = 1;
+    s.resize(write_sack(s.data(), a, 3000, sf));
+    frames.push_back(s);
+    std::vector<uint8_t> n(kMaxHdrBytes);
+    NackFields nf;
+    nf.dst_qpn = 1;
+    nf.psn = Psn(0xfffff0);
+    nf.rwnd_units = 1;
+    n.resize(write_nack(n.data(), a, 3000, nf));
+    frames.push_back(n);
+    std::vector<uint8_t> pr(kMaxHdrBytes);
+    ProbeFields pf;
+    pf.dst_qpn = 1;
+    pr.resize(write_probe(pr.data(), a, 3000, pf));
+    frames.push_back(pr);
+    std::vector<uint8_t> t = frames[1];
+    t.resize(trim_data_packet(t.data(), uint32_t(t.size()), false));
+    frames.push_back(t);
+    if (dir.find("parse") != std::string::npos) {
+        for (size_t i = 0; i < frames.size(); ++i)
+            save(dir + "/frame" + std::to_string(i), frames[i]);
+        return 0;
+    }
+    // Responder records: the MRC part of each frame (after UDP), prefixed.
+    std::vector<uint8_t> seq;
+    for (size_t i = 0; i < frames.size(); ++i) {
+        const auto &f = frames[i];
+        const size_t len = f.size() - kEthIpv4UdpBytes;
+        std::vector<uint8_t> one(3 + len);
+        one[0] = uint8_t(i & 1);
+        one[1] = uint8_t(len >> 8);
+        one[2] = uint8_t(len);
+        std::copy(f.begin() + kEthIpv4UdpBytes, f.end(), one.begin() + 3);
+        save(dir + "/record" + std::to_string(i), one);
+        seq.insert(seq.end(), one.begin(), one.end());
+    }
+    save(dir + "/sequence", seq);
+    return 0;
+}
