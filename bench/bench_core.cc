@@ -16,6 +16,7 @@
 
 #include "core/endpoint.h"
 #include "core/ev.h"
+#include "core/loopback.h"
 #include "wire/mrc.h"
 
 namespace mrc {
@@ -27,44 +28,22 @@ struct QpTestPeer {
 
 namespace {
 
-// One requester/responder pair with the addressing the frames need.
-struct Pair {
-    std::unique_ptr<Endpoint> a, b;
-    Qp *qa = nullptr, *qb = nullptr;
+// One requester/responder pair and a target region on b.
+struct Pair : LoopbackPair {
     std::vector<uint8_t> mem = std::vector<uint8_t>(64 << 20);
     std::vector<uint8_t> src = std::vector<uint8_t>(16 << 20, 0x5a);
     uint32_t rkey = 0;
 
-    explicit Pair(QpConfig c = {}) {
-        EndpointConfig ec;
-        ec.planes = 2;
-        a = std::make_unique<Endpoint>(ec);
-        b = std::make_unique<Endpoint>(ec);
-        qa = a->create_qp(c).value();
-        qb = b->create_qp(c).value();
-        (void)qa->to_init(1);
-        (void)qb->to_init(1);
-        QpPeer pa, pb;
-        pa.dst_qpn = qb->qpn();
-        pb.dst_qpn = qa->qpn();
-        pa.planes = pb.planes = 2;
-        for (int p = 0; p < 2; ++p) {
-            pa.path[p].src_ip = pb.path[p].dst_ip = wire::ipv4(10, uint8_t(p), 0, 1);
-            pa.path[p].dst_ip = pb.path[p].src_ip = wire::ipv4(10, uint8_t(p), 0, 2);
-        }
-        (void)qa->to_rtr(pa, Psn(0));
-        (void)qb->to_rtr(pb, Psn(0));
-        (void)qa->to_rts(Psn(0));
-        (void)qb->to_rts(Psn(0));
-        rkey = b->mrs().register_region(mem.data(), mem.size(), kAccessRemoteWrite, 1).value();
+    explicit Pair(QpConfig c = {}) : LoopbackPair(c) {
+        rkey = b->mrs().register_region(mem.data(), mem.size(), kAccessRemoteWrite, kPd).value();
     }
 
     // A data frame for PSN 0 with `payload` bytes, as the requester builds it.
     std::vector<uint8_t> data_frame(uint32_t payload, uint8_t flags = 0) const {
         std::vector<uint8_t> f(wire::kMaxHdrBytes + payload);
         wire::MrcAddr ad;
-        ad.src_ip = wire::ipv4(10, 0, 0, 1);
-        ad.dst_ip = wire::ipv4(10, 0, 0, 2);
+        ad.src_ip = a_ip(0);
+        ad.dst_ip = b_ip(0);
         wire::DataFields d;
         d.flags = flags;
         d.msg_offset = payload;  // a packet from the middle of a message

@@ -207,6 +207,14 @@ void Qp::became_ready() {
     ep_->mark_ready(*this);
 }
 
+void Qp::control_packet(TxPacket &t, uint8_t plane, uint16_t hdr_len) const {
+    t.hdr_len = hdr_len;
+    t.payload = nullptr;
+    t.payload_len = 0;
+    t.plane = plane;
+    t.qpn = qpn_;
+}
+
 bool Qp::has_tx_work(uint64_t now_ns) const {
     if (state_ != QpState::kRtr && state_ != QpState::kRts) return false;
     if (ack_due_now_ || !nack_q_.empty() || !probe_q_.empty()) return true;
@@ -233,11 +241,9 @@ uint32_t Qp::emit(TxPacket *out, uint32_t max, uint64_t now_ns) {
         f.rwnd_units = static_cast<uint16_t>(rwnd_units());
         f.plane_status = ep_->plane_status();
         TxPacket &t = out[n++];
-        t.hdr_len = wire::write_nack(t.hdr, peer_.path[e.plane], evs_.next_reverse_ev(e.plane), f);
-        t.payload = nullptr;
-        t.payload_len = 0;
-        t.plane = e.plane;
-        t.qpn = qpn_;
+        control_packet(
+            t, e.plane,
+            wire::write_nack(t.hdr, peer_.path[e.plane], evs_.next_reverse_ev(e.plane), f));
         nack_q_.pop();
         ++ctr_.tx_nacks;
     }
@@ -251,11 +257,9 @@ uint32_t Qp::emit(TxPacket *out, uint32_t max, uint64_t now_ns) {
         f.ts = e.ts;
         f.plane_status = ep_->plane_status();
         TxPacket &t = out[n++];
-        t.hdr_len = wire::write_probe(t.hdr, peer_.path[e.plane], evs_.next_reverse_ev(e.plane), f);
-        t.payload = nullptr;
-        t.payload_len = 0;
-        t.plane = e.plane;
-        t.qpn = qpn_;
+        control_packet(
+            t, e.plane,
+            wire::write_probe(t.hdr, peer_.path[e.plane], evs_.next_reverse_ev(e.plane), f));
         probe_q_.pop();
         ++ctr_.tx_probe_replies;
     }

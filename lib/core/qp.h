@@ -218,6 +218,7 @@ class Qp {
     bool has_tx_work(uint64_t now_ns) const;
     uint32_t emit(TxPacket *out, uint32_t max, uint64_t now_ns);
     void emit_sack(TxPacket &pkt);
+    void control_packet(TxPacket &t, uint8_t plane, uint16_t hdr_len) const;
     void on_timer(uint64_t now_ns);
     void rearm(uint64_t now_ns);
     void became_ready();

@@ -237,11 +237,8 @@ void Qp::emit_sack(TxPacket &t) {
     f.flags = ack_trigger_.flags;
     f.plane_status = ep_->plane_status();
     const uint8_t plane = ack_trigger_.plane;
-    t.hdr_len = wire::write_sack(t.hdr, peer_.path[plane], evs_.next_reverse_ev(plane), f);
-    t.payload = nullptr;
-    t.payload_len = 0;
-    t.plane = plane;
-    t.qpn = qpn_;
+    control_packet(t, plane,
+                   wire::write_sack(t.hdr, peer_.path[plane], evs_.next_reverse_ev(plane), f));
     ack_due_now_ = ack_pending_ = false;
     bytes_since_ack_ = 0;
     ack_trigger_.flags = 0;

@@ -114,6 +114,7 @@ class Simulator {
     void host_tx(uint32_t h, uint64_t t_ps);
     void through_path(uint32_t pi, uint64_t t_ps);
     void last_hop_arrive(uint32_t pi, uint64_t t_ps);
+    bool admit(Pkt &p, uint64_t backlog, uint32_t trim_kb, bool last_hop);
     bool path_down(int dir, uint32_t plane, uint32_t k, uint64_t t_ps) const;
     void drop(const Pkt &p);
     void deliver(uint32_t pi, uint64_t t_ps);
@@ -458,17 +459,7 @@ void Simulator::through_path(uint32_t pi, uint64_t t_ps) {
         return free_pkt(pi);
     }
     const uint64_t backlog = backlog_bytes(ps.busy_until_ps, t_ps, path_gbps_);
-    if (p.data && im.trim_kb && backlog > uint64_t{im.trim_kb} * 1024) {
-        if (wire::trim_data_headers(p.hdr, p.hdr_len, p.payload_len, false)) {
-            p.payload = nullptr;
-            p.payload_len = 0;
-            p.data = false;
-            ++r_.packets_trimmed;
-        }
-    } else if (backlog > uint64_t{f.queue_kb} * 1024) {
-        drop(p);
-        return free_pkt(pi);
-    }
+    if (!admit(p, backlog, im.trim_kb, false)) return free_pkt(pi);
     if (im.ecn_kb && backlog > uint64_t{im.ecn_kb} * 1024) {
         auto *ip = reinterpret_cast<wire::Ipv4Hdr *>(p.hdr + sizeof(wire::EthHdr));
         if ((ip->tos & wire::kEcnMask) != wire::kEcnNotEct &&
@@ -495,23 +486,33 @@ void Simulator::through_path(uint32_t pi, uint64_t t_ps) {
     }
 }
 
+// Queue admission with `backlog` bytes queued: a data packet is trimmed
+// above trim_kb (when set), any packet dropped above the queue limit.
+// False when dropped.
+bool Simulator::admit(Pkt &p, uint64_t backlog, uint32_t trim_kb, bool last_hop) {
+    if (p.data && trim_kb && backlog > uint64_t{trim_kb} * 1024) {
+        if (wire::trim_data_headers(p.hdr, p.hdr_len, p.payload_len, last_hop)) {
+            p.payload = nullptr;
+            p.payload_len = 0;
+            p.data = false;
+            ++r_.packets_trimmed;
+        }
+        return true;
+    }
+    if (backlog > uint64_t{cfg_.fabric.queue_kb} * 1024) {
+        drop(p);
+        return false;
+    }
+    return true;
+}
+
 // The last hop: the receiving host's link, shared by every path of the plane.
 void Simulator::last_hop_arrive(uint32_t pi, uint64_t t_ps) {
     Pkt &p = pkts_[pi];
     const FabricConfig &f = cfg_.fabric;
     QueueState &lq = last_hop(p.dst, p.plane);
     const uint64_t backlog = backlog_bytes(lq.busy_until_ps, t_ps, f.link_gbps);
-    if (p.data && f.lasthop_trim_kb && backlog > uint64_t{f.lasthop_trim_kb} * 1024) {
-        if (wire::trim_data_headers(p.hdr, p.hdr_len, p.payload_len, true)) {
-            p.payload = nullptr;
-            p.payload_len = 0;
-            p.data = false;
-            ++r_.packets_trimmed;
-        }
-    } else if (backlog > uint64_t{f.queue_kb} * 1024) {
-        drop(p);
-        return free_pkt(pi);
-    }
+    if (!admit(p, backlog, f.lasthop_trim_kb, true)) return free_pkt(pi);
     const uint64_t depart =
         std::max(t_ps, lq.busy_until_ps) + ser_ps(p.hdr_len + p.payload_len, f.link_gbps);
     lq.busy_until_ps = depart;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/endpoint.h"
+#include "core/loopback.h"
 #include "wire/mrc.h"
 
 namespace mrc::test {
@@ -44,33 +45,19 @@ class Harness {
 
     explicit Harness(QpConfig cfg = small_config(), Psn a_start = Psn(1000),
                      Psn b_start = Psn(5000), uint32_t planes = kPlanes)
-        : planes_(planes) {
+        : pair_(cfg, uint8_t(planes), a_start, b_start), planes_(planes) {
+        a.ep = std::move(pair_.a);
+        b.ep = std::move(pair_.b);
+        a.qp = pair_.qa;
+        b.qp = pair_.qb;
         for (Side *s : {&a, &b}) {
-            EndpointConfig ec;
-            ec.planes = static_cast<uint8_t>(planes);
-            ec.max_qps = 4;
-            s->ep = std::make_unique<Endpoint>(ec);
-            s->qp = s->ep->create_qp(cfg).value();
-            EXPECT_TRUE(s->qp->to_init(7).ok());
+            EXPECT_EQ(s->qp->state(), QpState::kRts);
             s->mem.assign(1 << 20, 0);
             s->rkey = s->ep->mrs()
-                          .register_region(s->mem.data(), s->mem.size(), kAccessRemoteWrite, 7)
+                          .register_region(s->mem.data(), s->mem.size(), kAccessRemoteWrite,
+                                           LoopbackPair::kPd)
                           .value();
         }
-        QpPeer pa, pb;
-        pa.dst_qpn = b.qp->qpn();
-        pb.dst_qpn = a.qp->qpn();
-        pa.planes = pb.planes = static_cast<uint8_t>(planes);
-        for (uint32_t p = 0; p < planes; ++p) {
-            pa.path[p].src_ip = a_ip(p);
-            pa.path[p].dst_ip = b_ip(p);
-            pb.path[p].src_ip = b_ip(p);
-            pb.path[p].dst_ip = a_ip(p);
-        }
-        EXPECT_TRUE(a.qp->to_rtr(pa, b_start).ok());
-        EXPECT_TRUE(b.qp->to_rtr(pb, a_start).ok());
-        EXPECT_TRUE(a.qp->to_rts(a_start).ok());
-        EXPECT_TRUE(b.qp->to_rts(b_start).ok());
         for (size_t i = 0; i < src.size(); ++i)
             src[i] = static_cast<uint8_t>(i * 7 + 3);
     }
@@ -88,8 +75,6 @@ class Harness {
         c.retry.limit = 3;
         return c;
     }
-    static uint32_t a_ip(uint32_t p) { return wire::ipv4(10, uint8_t(p), 0, 1); }
-    static uint32_t b_ip(uint32_t p) { return wire::ipv4(10, uint8_t(p), 0, 2); }
 
     // Everything `s` wants to send now, as frames.
     std::vector<Frame> drain(Side &s, uint32_t max = 1000) {
@@ -151,6 +136,7 @@ class Harness {
         return std::memcmp(b.mem.data() + dst_off, src.data() + src_off, len) == 0;
     }
 
+    LoopbackPair pair_;  // set-up only: its endpoints move into a and b
     Side a, b;
     std::vector<uint8_t> src = std::vector<uint8_t>(1 << 20);
     uint64_t now_ns = 1'000'000;

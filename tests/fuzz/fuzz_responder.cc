@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/endpoint.h"
+#include "core/loopback.h"
 #include "wire/mrc.h"
 
 using namespace mrc;
@@ -23,45 +24,27 @@ namespace {
 constexpr size_t kGuard = 4096;
 constexpr size_t kRegion = 64 * 1024;
 
-struct World {
-    std::unique_ptr<Endpoint> a, b;
-    Qp *qa = nullptr, *qb = nullptr;
+QpConfig fuzz_config() {
+    QpConfig qc;
+    qc.mtu_payload_bytes = 512;
+    qc.mpr_units = 1;
+    qc.max_inflight_pkts = 128;
+    qc.max_pending_imm = 4;
+    qc.retry.timeout_exp = 3;
+    qc.retry.limit = 3;
+    return qc;
+}
+
+struct World : LoopbackPair {
     std::vector<uint8_t> mem = std::vector<uint8_t>(kGuard + kRegion + kGuard, 0xa5);
     std::vector<uint8_t> src = std::vector<uint8_t>(kRegion, 0x3c);
     uint32_t rkey = 0;
     uint64_t now = 1000;
 
-    World() {
-        EndpointConfig ec;
-        ec.planes = 2;
-        ec.max_qps = 4;
-        QpConfig qc;
-        qc.mtu_payload_bytes = 512;
-        qc.mpr_units = 1;
-        qc.max_inflight_pkts = 128;
-        qc.max_pending_imm = 4;
-        qc.retry.timeout_exp = 3;
-        qc.retry.limit = 3;
-        a = std::make_unique<Endpoint>(ec);
-        b = std::make_unique<Endpoint>(ec);
-        qa = a->create_qp(qc).value();
-        qb = b->create_qp(qc).value();
-        (void)qa->to_init(1);
-        (void)qb->to_init(1);
-        QpPeer pa, pb;
-        pa.dst_qpn = qb->qpn();
-        pb.dst_qpn = qa->qpn();
-        pa.planes = pb.planes = 2;
-        for (int p = 0; p < 2; ++p) {
-            pa.path[p].src_ip = pb.path[p].dst_ip = wire::ipv4(10, uint8_t(p), 0, 1);
-            pa.path[p].dst_ip = pb.path[p].src_ip = wire::ipv4(10, uint8_t(p), 0, 2);
-        }
-        (void)qa->to_rtr(pa, Psn(0xfffff0));
-        (void)qb->to_rtr(pb, Psn(0xfffff0));
-        (void)qa->to_rts(Psn(0xfffff0));
-        (void)qb->to_rts(Psn(0xfffff0));
+    // Start PSNs just below the 24-bit wrap.
+    World() : LoopbackPair(fuzz_config(), 2, Psn(0xfffff0), Psn(0xfffff0)) {
         rkey =
-            b->mrs().register_region(mem.data() + kGuard, kRegion, kAccessRemoteWrite, 1).value();
+            b->mrs().register_region(mem.data() + kGuard, kRegion, kAccessRemoteWrite, kPd).value();
     }
 };
 
