@@ -151,8 +151,10 @@ void Qp::reset() {
     pkts_since_ack_req_ = 0;
     pending_imm_ = 0;
     bytes_since_ack_ = 0;
+    last_adv_rwnd_units_ = 0;
+    has_unreported_ = false;
     ack_due_now_ = ack_pending_ = false;
-    // Queues and windows are sized again by to_init().
+    // Queues and windows are sized again by to_init(), PSNs set by to_rtr/to_rts.
 }
 
 // ---- application ----------------------------------------------------------------
