@@ -124,11 +124,11 @@ int run(int argc, char **argv) {
             devices.push_back(p.name);
     if (devices.empty())
         return fail("no ports: pass --vdev=<driver><n>,<args> to EAL or --port <devargs>");
-    const size_t need = mode == "pair" ? 2 : (mode == "info" ? 1 : 1);
-    if (devices.size() < need || ((mode == "ping" || mode == "echo") && devices.size() != 1) ||
-        (mode == "pair" && devices.size() != 2))
-        return fail(fmt::format("--mode {} needs {} port(s), {} given", mode,
-                                mode == "pair" ? 2 : 1, devices.size()));
+    // info takes any number of ports; pair exactly two; ping and echo one.
+    const size_t need = mode == "pair" ? 2 : 1;
+    if (mode != "info" && devices.size() != need)
+        return fail(
+            fmt::format("--mode {} needs {} port(s), {} given", mode, need, devices.size()));
 
     PoolSizing sizing;
     sizing.ports = static_cast<uint32_t>(devices.size());

@@ -39,8 +39,6 @@ class Ring {
         assert(!empty());
         ++head_;
     }
-    // i-th element from the front.
-    T &at(uint32_t i) { return buf_[(head_ + i) & mask_]; }
     void clear() { head_ = tail_ = 0; }
 
   private:
