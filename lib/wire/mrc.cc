@@ -270,6 +270,7 @@ MrcError parse_mrc(const uint8_t *head, uint32_t head_len, const uint8_t *tail, 
             if (b->flags != 0) return MrcError::kBadFlags;
             out->sack = reinterpret_cast<const SackHdr *>(m + sizeof(BaseHdr));
             if (out->sack->reserved0) return MrcError::kReservedNonZero;
+            if (out->sack->flags & ~kAckFlagsDefined) return MrcError::kBadFlags;
             break;
         case Opcode::kNack:
             need += sizeof(NackHdr);
@@ -278,6 +279,7 @@ MrcError parse_mrc(const uint8_t *head, uint32_t head_len, const uint8_t *tail, 
             out->nack = reinterpret_cast<const NackHdr *>(m + sizeof(BaseHdr));
             if (out->nack->reserved0 | out->nack->reserved1) return MrcError::kReservedNonZero;
             if (!nack_reason_known(out->nack->reason)) return MrcError::kBadNackReason;
+            if (out->nack->flags & ~kAckEcnEcho) return MrcError::kBadFlags;
             break;
         case Opcode::kProbe:
         case Opcode::kProbeReply:

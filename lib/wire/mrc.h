@@ -77,6 +77,8 @@ static_assert(sizeof(ImmHdr) == 8);
 // SackHdr.flags
 inline constexpr uint8_t kAckEcnEcho = 0x01;    // the triggering packet was CE-marked
 inline constexpr uint8_t kAckDuplicate = 0x02;  // the triggering packet was a duplicate
+inline constexpr uint8_t kAckDelayed = 0x04;    // sent after the delayed-ack wait: no RTT for CC
+inline constexpr uint8_t kAckFlagsDefined = 0x07;
 
 struct SackHdr {
     uint8_t reserved0;
