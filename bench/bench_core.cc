@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "core/cc_nscc.h"
 #include "core/endpoint.h"
 #include "core/ev.h"
 #include "core/loopback.h"
@@ -23,7 +24,7 @@ namespace mrc {
 
 // The friend seam qp.h declares, for reaching inside a QP from here.
 struct QpTestPeer {
-    static void emit_sack(Qp &q, TxPacket &t) { q.emit_sack(t); }
+    static void emit_sack(Qp &q, TxPacket &t) { q.emit_sack(t, q.advertised_status()); }
 };
 
 namespace {
@@ -237,26 +238,102 @@ void BM_RequesterAckProcessing(benchmark::State &state) {
 }
 BENCHMARK(BM_RequesterAckProcessing)->Arg(0)->Arg(1);
 
-void BM_EvNext(benchmark::State &state) {
+EvConfig bench_ev_config() {
+    EvConfig c;
+    c.evs = 256;
+    c.backup_per_plane = 16;
+    c.min_active = 16;
+    c.skip_ns = 1'000'000'000;  // marks last the whole benchmark
+    return c;
+}
+
+// EV choice for a new packet with health filtering. Arg: 0 every EV GOOD;
+// 1 a quarter of the active EVs in SKIP and a tenth retired; 2 as 1 with
+// one plane of four out of use; 3 every active EV in SKIP (the fallback).
+void BM_EvChoose(benchmark::State &state) {
     EvSet s;
-    s.init(256, 4, 1);
-    for (auto _ : state)
-        benchmark::DoNotOptimize(s.next());
+    s.init(bench_ev_config(), 4, 1);
+    const int mode = int(state.range(0));
+    Rng r(7);
+    if (mode >= 1) {
+        for (uint32_t k = 0; k < s.active_size(); ++k) {
+            const uint32_t i = s.active_entry(uint8_t(k % 4), k / 4);
+            if (mode == 3 || r.below(4) == 0)
+                (void)s.on_ecn(i, 1);
+            else if (r.below(10) == 0)
+                (void)s.on_timeout(i, 1);
+        }
+    }
+    const uint8_t planes = mode == 2 ? 0b1011 : 0b1111;
+    uint64_t now = 2;
+    for (auto _ : state) {
+        benchmark::DoNotOptimize(s.choose(now, planes));
+        ++now;
+    }
     state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_EvNext);
+BENCHMARK(BM_EvChoose)->Arg(0)->Arg(1)->Arg(2)->Arg(3);
 
-void BM_EvRandomForRetransmission(benchmark::State &state) {
+// EV choice for a retransmission: random, GOOD, not the failed EV, off its plane.
+void BM_EvChooseRetx(benchmark::State &state) {
     EvSet s;
-    s.init(256, 4, 1);
-    uint16_t last = 0;
+    s.init(bench_ev_config(), 4, 1);
+    uint32_t last = 0;
     for (auto _ : state) {
-        last = s.random_other_than(last).ev;
+        last = s.choose_retx(1, last, uint8_t(1u << s.entry(last).plane), 0b1111);
         benchmark::DoNotOptimize(last);
     }
     state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_EvRandomForRetransmission);
+BENCHMARK(BM_EvChooseRetx);
+
+// The lookup every ack makes: echoed EV -> entry.
+void BM_EvFind(benchmark::State &state) {
+    EvSet s;
+    s.init(bench_ev_config(), 4, 1);
+    std::vector<uint16_t> evs;
+    for (const EvEntry &e : s.entries())
+        evs.push_back(e.ev);
+    size_t k = 0;
+    for (auto _ : state) {
+        benchmark::DoNotOptimize(s.find(evs[k]));
+        k = k + 1 == evs.size() ? 0 : k + 1;
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_EvFind);
+
+// NSCC's ack update: a mix of the four quadrants (RTTs around the target,
+// one ack in eight with ECN), 16 KiB acknowledged per ack.
+void BM_NsccOnAck(benchmark::State &state) {
+    NsccConfig c;
+    c.base_rtt_ns = 8000;
+    NsccCc cc(c, 4096);
+    Rng r(3);
+    std::vector<AckSample> acks(1024);
+    uint64_t t = 0;
+    for (auto &a : acks) {
+        t += 300;
+        a.now_ns = t;
+        a.acked_bytes = 16384;
+        a.rtt_ns = uint32_t(8000 + r.below(12000));
+        a.ecn = r.below(8) == 0;
+    }
+    size_t k = 0;
+    uint64_t base = 0;
+    for (auto _ : state) {
+        AckSample a = acks[k];
+        a.now_ns += base;
+        benchmark::DoNotOptimize(cc.on_ack(a));
+        if (++k == acks.size()) {
+            k = 0;
+            base += t;
+        }
+    }
+    benchmark::DoNotOptimize(cc.window_bytes());
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_NsccOnAck);
 
 // Requester, sending: segmentation, EV choice, header building (no payload
 // copy). Every 1024 packets one cumulative SACK (built untimed) reopens the

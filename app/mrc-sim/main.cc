@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "core/counters.h"
+#include "core/endpoint.h"
 #include "sim/sim.h"
 
 using namespace mrc;
@@ -108,17 +109,68 @@ std::string parse_fail(const std::string &spec, sim::Failure &f) {
             f.for_ns = uint64_t(d * 1000);
         else if (k == "dir")
             f.dir = int(d);
+        else if (k == "period_us")
+            f.period_ns = uint64_t(d * 1000);
+        else if (k == "link")
+            f.link = int(d);
         else
-            return fmt::format("unknown key '{}' (plane, path, dir, at_us, for_us)", k);
+            return fmt::format(
+                "unknown key '{}' (plane, path, dir, at_us, for_us, period_us, link)", k);
     }
     return {};
 }
 
-nlohmann::json counters_json(const QpCounters &c) {
+std::string parse_limit(const std::string &spec, sim::PlaneLimit &l) {
+    std::map<std::string, std::string> kv;
+    std::string err;
+    if (!parse_kv(spec, kv, err)) return err;
+    if (!kv.count("plane")) return "needs plane=";
+    if (!kv.count("gbps")) return "needs gbps=";
+    for (const auto &[k, v] : kv) {
+        double d;
+        if (!to_double(v, d)) return fmt::format("{}={}: not a number", k, v);
+        if (d < 0) return fmt::format("{}={}: must not be negative", k, v);
+        if (k == "plane")
+            l.plane = int(d);
+        else if (k == "gbps")
+            l.gbps = d;
+        else if (k == "ecn_kb")
+            l.ecn_kb = uint32_t(d);
+        else if (k == "dir")
+            l.dir = int(d);
+        else
+            return fmt::format("unknown key '{}' (plane, gbps, ecn_kb, dir)", k);
+    }
+    return {};
+}
+
+const char *state_key(EvState s) {
+    switch (s) {
+        case EvState::kGood:
+            return "good";
+        case EvState::kSkip:
+            return "skip";
+        case EvState::kAssumedBad:
+            return "assumed_bad";
+        case EvState::kDenied:
+            return "denied";
+    }
+    return "?";
+}
+
+nlohmann::json ev_counts_json(const EvStateCounts &c) {
+    nlohmann::json j;
+    for (uint32_t i = 0; i < kEvStates; ++i)
+        j[state_key(EvState(i))] = c.state[i];
+    return j;
+}
+
+template <class C, size_t N>
+nlohmann::json counters_json(const C &c, const CounterInfo (&info)[N]) {
     nlohmann::json j;
     const uint64_t *v = counter_array(c);
-    for (size_t i = 0; i < kQpCounterCount; ++i)
-        j[kQpCounterInfo[i].name] = v[i];
+    for (size_t i = 0; i < N; ++i)
+        j[info[i].name] = v[i];
     return j;
 }
 
@@ -129,7 +181,11 @@ int main(int argc, char **argv) {
     sim::SimConfig c;
     double delay_us = 2, max_sim_ms = 2000;
     bool json = false;
-    std::vector<std::string> impairs, fails;
+    std::vector<std::string> impairs, fails, limits;
+    std::string cc = "nscc";
+    double series_us = 0, score_us = double(c.scorer.period_ns) / 1000, victim_start_us = 0;
+    double probe_us = double(c.qp.ev.probe_interval_ns) / 1000;
+    uint32_t cwnd_kb = 0, probe_successes = c.qp.ev.probe_successes;
     std::string retry_mode = "exponential";
     uint32_t timeout_exp = c.qp.retry.timeout_exp, retry_limit = c.qp.retry.limit;
     cli.add_option("--planes", c.fabric.planes, "planes (NIC ports), 1-8");
@@ -151,7 +207,29 @@ int main(int argc, char **argv) {
     cli.add_option("--loss", c.fabric.loss, "random loss on every path and direction, probability");
     cli.add_option("--seed", c.seed, "seed of every random choice");
     cli.add_option("--mtu", c.qp.mtu_payload_bytes, "payload bytes per packet");
-    cli.add_option("--evs", c.qp.evs, "EVs per QP");
+    cli.add_option("--evs", c.qp.ev.evs, "active EVs per QP, a multiple of the planes");
+    cli.add_option("--backup-evs", c.qp.ev.backup_per_plane,
+                   "spare EVs per plane, replacing its retired EVs");
+    cli.add_option("--ev-floor", c.qp.ev.min_active,
+                   "never fewer active EVs than this not ASSUMED_BAD");
+    cli.add_option("--probe-us", probe_us,
+                   "probe interval of an ASSUMED_BAD EV or a failed plane, us");
+    cli.add_option("--probe-successes", probe_successes,
+                   "probe replies in a row that revive an EV or a plane");
+    cli.add_option("--cc", cc, "congestion control: nscc | fixed")
+        ->check(CLI::IsMember({"nscc", "fixed"}));
+    cli.add_option("--cwnd-kb", cwnd_kb, "with --cc fixed: the window, KiB (0: unbounded)");
+    cli.add_option("--score-us", score_us, "path scorer period, us (0: no scorer)");
+    cli.add_option("--series-us", series_us,
+                   "goodput and per-plane time series with buckets of this many us (0: none)");
+    cli.add_option("--victims", c.work.victims,
+                   "extra QPs, each from a sender host of its own (incast bystanders)");
+    cli.add_option("--victim-bytes", c.work.victim_bytes, "bytes each victim moves");
+    cli.add_option("--victim-start-us", victim_start_us, "when the victims start, us");
+    cli.add_option("--lasthop-ecn-kb", c.fabric.lasthop_ecn_kb,
+                   "last hop marks ECN above this queue, KiB (0: never)");
+    cli.add_option("--plane-limit", limits,
+                   "plane=p,gbps=G[,ecn_kb=K][,dir=0|1]: the plane's core carries only G Gb/s");
     cli.add_option("--mpr", c.qp.mpr_units, "receive window, units of 128 PSNs");
     cli.add_option("--timeout-exp", timeout_exp, "ack timeout 1.024 us * 2^t");
     cli.add_option("--retry-limit", retry_limit, "ack timeouts of one packet before the QP errors");
@@ -163,7 +241,9 @@ int main(int argc, char **argv) {
                    "reorder=..,reorder_us=..");
     cli.add_option(
         "--fail", fails,
-        "plane=p[,path=k][,dir=0|1],at_us=T[,for_us=D]: blackhole (both directions unless dir)");
+        "plane=p[,path=k][,dir=0|1],at_us=T[,for_us=D][,period_us=P][,link=0|1]: blackhole "
+        "(both directions unless dir; repeating every P; link: the senders' (0) or receiver's "
+        "(1) port goes down)");
     cli.add_flag("--json", json, "print a JSON summary instead of text");
     try {
         cli.parse(argc, argv);
@@ -186,7 +266,28 @@ int main(int argc, char **argv) {
             return usage(fmt::format("--fail '{}': {}", s, e));
         c.fabric.failures.push_back(f);
     }
+    for (const auto &s : limits) {
+        sim::PlaneLimit l;
+        if (auto e = parse_limit(s, l); !e.empty())
+            return usage(fmt::format("--plane-limit '{}': {}", s, e));
+        c.fabric.plane_limits.push_back(l);
+    }
     if (delay_us < 0) return usage("--delay-us must not be negative");
+    if (series_us < 0 || score_us < 0 || victim_start_us < 0 || probe_us <= 0)
+        return usage(
+            "--series-us, --score-us, --victim-start-us must not be negative, "
+            "--probe-us must be positive");
+    c.series_ns = uint64_t(series_us * 1000);
+    c.run_scorer = score_us > 0;
+    if (c.run_scorer) c.scorer.period_ns = uint64_t(score_us * 1000);
+    c.work.victim_start_ns = uint64_t(victim_start_us * 1000);
+    c.qp.ev.probe_interval_ns = uint64_t(probe_us * 1000);
+    if (probe_successes < 1 || probe_successes > 255)
+        return usage("--probe-successes must be in [1, 255]");
+    c.qp.ev.probe_successes = uint8_t(probe_successes);
+    c.qp.ev.probe_successes_max = std::max(c.qp.ev.probe_successes_max, c.qp.ev.probe_successes);
+    c.qp.cc.algo = cc == "fixed" ? CcAlgo::kFixed : CcAlgo::kNscc;
+    c.qp.cc.fixed_window_bytes = uint64_t{cwnd_kb} * 1024;
     c.fabric.delay_ns = uint64_t(delay_us * 1000);
     c.max_sim_ns = uint64_t(max_sim_ms * 1e6);
     c.qp.retry.mode = retry_mode == "linear" ? RetryMode::kLinear : RetryMode::kExponential;
@@ -200,6 +301,14 @@ int main(int argc, char **argv) {
         return usage("--retry-limit must be at most 25");
     if (c.qp.mpr_units < 1 || c.qp.mpr_units > 256) return usage("--mpr must be in [1, 256]");
     if (auto e = sim::validate(c); !e.empty()) return usage(e);
+    // What a QP would refuse, refused here with the same words.
+    {
+        EndpointConfig ec;
+        ec.planes = uint8_t(c.fabric.planes);
+        ec.max_qps = 1;
+        Endpoint probe_ep(ec);
+        if (auto q = probe_ep.create_qp(c.qp); !q) return usage(q.error().message);
+    }
 
     const auto t0 = std::chrono::steady_clock::now();
     const sim::SimResult r = sim::run(c);
@@ -234,9 +343,43 @@ int main(int argc, char **argv) {
             {"events", r.events},
             {"wall_seconds", wall_s},
             {"sim_packets_per_wall_second", pps},
-            {"requester", counters_json(r.requester)},
-            {"responder", counters_json(r.responder)},
+            {"requester", counters_json(r.requester, kQpCounterInfo)},
+            {"responder", counters_json(r.responder, kQpCounterInfo)},
+            {"max_queue_bytes", r.max_queue_bytes},
+            {"max_lasthop_queue_bytes", r.max_lasthop_queue_bytes},
+            {"ev_states", ev_counts_json(r.ev_states)},
         };
+        nlohmann::json planes = nlohmann::json::array();
+        for (const auto &p : r.planes) {
+            nlohmann::json pj = counters_json(p.counters, kPlaneCounterInfo);
+            pj["state"] = to_string(p.state);
+            pj["ev_states"] = ev_counts_json(p.evs);
+            pj["rtt_us"] = p.score.rtt_ns / 1000;
+            pj["ecn_fraction"] = p.score.ecn_fraction;
+            pj["tx_share"] = p.score.tx_share;
+            pj["down_events"] = p.score.down_events;
+            planes.push_back(pj);
+        }
+        j["planes"] = planes;
+        uint64_t failures = 0, revivals = 0;
+        for (const auto &e : r.evs) {
+            failures += e.failures;
+            revivals += e.revivals;
+        }
+        j["ev_transitions"] = {{"to_assumed_bad", failures}, {"revived", revivals}};
+        nlohmann::json qps = nlohmann::json::array();
+        for (const auto &q : r.qps)
+            qps.push_back({{"victim", q.victim},
+                           {"bytes", q.bytes},
+                           {"start_us", double(q.start_ns) / 1000},
+                           {"done_us", double(q.done_ns) / 1000},
+                           {"goodput_gbps", q.goodput_gbps}});
+        j["qps"] = qps;
+        if (r.series_ns)
+            j["series"] = {{"bucket_us", double(r.series_ns) / 1000},
+                           {"goodput_gbps", r.series_goodput_gbps},
+                           {"plane_tx_pkts", r.series_plane_tx},
+                           {"max_queue_bytes", r.series_max_queue_bytes}};
         std::cout << j.dump(2) << std::endl;
     } else {
         std::printf(
@@ -255,6 +398,14 @@ int main(int argc, char **argv) {
         std::printf("per-plane data packets:");
         for (auto n : r.per_plane_tx_packets)
             std::printf(" %lu", n);
+        std::printf("\nplanes:");
+        for (const auto &p : r.planes)
+            std::printf(" %s", to_string(p.state));
+        std::printf("; EVs at the end:");
+        for (uint32_t i = 0; i < kEvStates; ++i)
+            std::printf(" %u %s", r.ev_states.state[i], to_string(EvState(i)));
+        std::printf("; deepest queue %lu bytes (last hop %lu)", r.max_queue_bytes,
+                    r.max_lasthop_queue_bytes);
         std::printf("\nsimulator speed: %.2f M packets per wall second (%.2f s)\n", pps / 1e6,
                     wall_s);
     }

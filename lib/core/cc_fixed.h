@@ -11,6 +11,7 @@ class FixedWindowCc final : public CongestionControl {
     explicit FixedWindowCc(uint64_t window_bytes) : window_bytes_(window_bytes) {}
     const char *name() const override { return "fixed"; }
     uint64_t window_bytes() const override { return window_bytes_; }
+    uint8_t on_ack(const AckSample &a) override { return a.ecn ? kCcRepath : kCcNone; }
 
   private:
     uint64_t window_bytes_;

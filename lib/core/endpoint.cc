@@ -1,5 +1,6 @@
 #include "core/endpoint.h"
 
+#include <algorithm>
 #include <string>
 
 namespace mrc {
@@ -14,7 +15,7 @@ Endpoint::Endpoint(const EndpointConfig &cfg)
     for (uint32_t q = cfg.max_qps; q >= 1; --q)
         free_qpns_.push_back(q);
     ready_.init(2 * (cfg.max_qps + 1));
-    plane_status_ = static_cast<uint8_t>((1u << cfg_.planes) - 1);
+    link_up_mask_ = static_cast<uint8_t>((1u << cfg_.planes) - 1);
 }
 
 Endpoint::~Endpoint() = default;
@@ -22,6 +23,13 @@ Endpoint::~Endpoint() = default;
 Result<Qp *> Endpoint::create_qp(const QpConfig &cfg) {
     if (free_qpns_.empty())
         return Error{"no free QP (max_qps " + std::to_string(cfg_.max_qps) + ")"};
+    if (const char *e = EvSet::check(cfg.ev, cfg_.planes))
+        return Error{std::string("QP config: ") + e + " (evs " + std::to_string(cfg.ev.evs) +
+                     ", backup_per_plane " + std::to_string(cfg.ev.backup_per_plane) +
+                     ", min_active " + std::to_string(cfg.ev.min_active) + ", planes " +
+                     std::to_string(cfg_.planes) + ")"};
+    if (const std::string e = check_cc(cfg.cc, cfg.mtu_payload_bytes, cfg_.planes); !e.empty())
+        return Error{"QP config: " + e};
     if (cfg.mtu_payload_bytes == 0 || cfg.mtu_payload_bytes > 9000)
         return Error{"QP config: mtu_payload_bytes must be in [1, 9000]"};
     if (cfg.mpr_units == 0 || cfg.mpr_units > 256)
@@ -51,10 +59,39 @@ Result<void> Endpoint::destroy_qp(uint32_t qpn) {
 
 void Endpoint::set_plane_up(uint8_t plane, bool up) {
     if (plane >= cfg_.planes) return;
-    if (up)
-        plane_status_ = static_cast<uint8_t>(plane_status_ | (1u << plane));
-    else
-        plane_status_ = static_cast<uint8_t>(plane_status_ & ~(1u << plane));
+    const auto bit = static_cast<uint8_t>(1u << plane);
+    const auto m = static_cast<uint8_t>(up ? (link_up_mask_ | bit) : (link_up_mask_ & ~bit));
+    if (m == link_up_mask_) return;
+    link_up_mask_ = m;
+    ++plane_gen_;
+    for (const auto &q : qps_)
+        if (q) q->planes_changed();
+}
+
+void Endpoint::apply_path_table(const PathTable &t, uint64_t now_ns) {
+    if (t.generation == table_generation_) return;
+    table_generation_ = t.generation;
+    const auto all = static_cast<uint8_t>((1u << cfg_.planes) - 1);
+    if ((t.down_mask & all) != table_down_mask_ || (t.denied_mask & all) != denied_mask_) {
+        table_down_mask_ = t.down_mask & all;
+        denied_mask_ = t.denied_mask & all;
+        ++plane_gen_;
+        for (const auto &q : qps_)
+            if (q) q->planes_changed();
+    }
+    // EV denials: allow what is no longer listed, deny what is new.
+    for (const EvDenial &d : applied_denials_)
+        if (std::find(t.denied_evs.begin(), t.denied_evs.end(), d) == t.denied_evs.end())
+            if (Qp *q = qp(d.qpn)) q->set_ev_denied(d.ev, false, now_ns);
+    for (const EvDenial &d : t.denied_evs)
+        if (Qp *q = qp(d.qpn)) q->set_ev_denied(d.ev, true, now_ns);
+    applied_denials_ = t.denied_evs;
+}
+
+bool Endpoint::take_plane_probe_token(uint8_t plane, uint64_t now_ns, uint64_t interval_ns) {
+    if (now_ns < plane_probe_next_ns_[plane]) return false;
+    plane_probe_next_ns_[plane] = now_ns + interval_ns;
+    return true;
 }
 
 void Endpoint::mark_ready(Qp &q) {
@@ -106,15 +143,15 @@ void Endpoint::on_packet(const uint8_t *head, uint32_t head_len, const uint8_t *
             q->on_nack(p, now_ns);
             break;
         case wire::Opcode::kProbe:
-            q->on_probe(p, plane);
+            q->on_probe(p, plane, now_ns);
             break;
         case wire::Opcode::kProbeReply:
-            ++q->ctr_.rx_probe_replies;
+            q->on_probe_reply(p, now_ns);
             break;
     }
 }
 
-uint32_t Endpoint::poll_tx(TxPacket *out, uint32_t max, uint64_t now_ns) {
+uint32_t Endpoint::poll_tx(TxPacket *out, uint32_t max, uint64_t now_ns, uint8_t tx_planes) {
     uint32_t n = 0;
     // Round robin: each QP emits up to a burst per turn; one that still has
     // work goes to the back. Rounds repeat while they make progress.
@@ -127,7 +164,7 @@ uint32_t Endpoint::poll_tx(TxPacket *out, uint32_t max, uint64_t now_ns) {
             if (q == nullptr || !q->in_ready_) continue;
             q->in_ready_ = false;
             const uint32_t room = max - n < cfg_.qp_tx_burst ? max - n : cfg_.qp_tx_burst;
-            n += q->emit(out + n, room, now_ns);
+            n += q->emit(out + n, room, now_ns, tx_planes);
             if (q->has_tx_work(now_ns)) mark_ready(*q);
         }
         if (n == before) break;

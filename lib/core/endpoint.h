@@ -14,6 +14,7 @@
 #include "common/result.h"
 #include "core/counters.h"
 #include "core/memory.h"
+#include "core/path.h"
 #include "core/qp.h"
 #include "core/ring.h"
 #include "core/timer_wheel.h"
@@ -58,8 +59,11 @@ class Endpoint {
         on_packet(frame, len, nullptr, 0, plane, now_ns);
     }
     // Fills up to `max` packets; each out[i].hdr must point to a buffer of
-    // wire::kMaxHdrBytes. Returns how many were filled.
-    uint32_t poll_tx(TxPacket *out, uint32_t max, uint64_t now_ns);
+    // wire::kMaxHdrBytes. Returns how many were filled. New data goes only
+    // to planes in `tx_planes` (bit p: plane p's port has room in its TX
+    // queue); retransmissions and control packets, few and urgent, go
+    // where they must.
+    uint32_t poll_tx(TxPacket *out, uint32_t max, uint64_t now_ns, uint8_t tx_planes = 0xff);
     // Runs the timers due at now_ns (ack timeouts, delayed acks, delayed
     // retransmissions).
     void on_time(uint64_t now_ns);
@@ -70,9 +74,27 @@ class Endpoint {
     // When on_time() next has work (UINT64_MAX: no timer armed). O(QPs):
     // for drivers that sleep until then, like the simulator.
     uint64_t next_timer_ns() const { return timers_.next_fire_ns(); }
-    uint8_t plane_status() const { return plane_status_; }
-    void set_plane_up(uint8_t plane, bool up);
     const EndpointCounters &counters() const { return ctr_; }
+
+    // ---- planes ----
+    // The link of `plane` went down or came up (the port layer's link
+    // state). QPs stop using a plane at once when it goes down, and probe
+    // it before using it again when it comes back.
+    void set_plane_up(uint8_t plane, bool up);
+    uint8_t link_up_mask() const { return link_up_mask_; }
+    // Applies what the path scorer published (core/path.h): planes it took
+    // down, planes and EVs the operator denied. Cheap when nothing changed.
+    void apply_path_table(const PathTable &t, uint64_t now_ns);
+    uint8_t table_down_mask() const { return table_down_mask_; }
+    uint8_t denied_mask() const { return denied_mask_; }
+    // Moves whenever one of the three masks above changes.
+    uint32_t plane_generation() const { return plane_gen_; }
+    // What the scorer reads: per-plane counters and EV gauges.
+    const PlaneCounters *plane_counters() const { return plane_ctr_; }
+    const EvGauges &ev_gauges() const { return ev_gauges_; }
+    // One plane probe per probe interval for a plane the table took down,
+    // shared by all QPs of the endpoint: true when this caller may send it.
+    bool take_plane_probe_token(uint8_t plane, uint64_t now_ns, uint64_t interval_ns);
 
   private:
     friend class Qp;
@@ -84,12 +106,21 @@ class Endpoint {
     void cancel_timer(Qp &q) { timers_.cancel(q.qpn()); }
 
     EndpointConfig cfg_;
+    // Before qps_: QPs' EV sets update the gauges when they are destroyed.
+    EvGauges ev_gauges_;
+    PlaneCounters plane_ctr_[kMaxPlanes];
     std::vector<std::unique_ptr<Qp>> qps_;  // index = QPN; 0 unused
     std::vector<uint32_t> free_qpns_;
     MrTable mrs_;
     TimerWheel timers_;
     Ring<uint32_t> ready_;
-    uint8_t plane_status_ = 0;
+    uint8_t link_up_mask_ = 0;
+    uint8_t table_down_mask_ = 0;
+    uint8_t denied_mask_ = 0;
+    uint32_t plane_gen_ = 0;
+    uint64_t table_generation_ = 0;
+    std::vector<EvDenial> applied_denials_;
+    uint64_t plane_probe_next_ns_[kMaxPlanes] = {};
     EndpointCounters ctr_;
 };
 

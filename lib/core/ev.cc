@@ -1,16 +1,63 @@
 #include "core/ev.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace mrc {
 
-void EvSet::init(uint32_t count, uint32_t planes, uint64_t seed) {
+const char *to_string(EvState s) {
+    switch (s) {
+        case EvState::kGood:
+            return "GOOD";
+        case EvState::kSkip:
+            return "SKIP";
+        case EvState::kAssumedBad:
+            return "ASSUMED_BAD";
+        case EvState::kDenied:
+            return "DENIED";
+    }
+    return "?";
+}
+
+const char *EvSet::check(const EvConfig &c, uint32_t planes) {
+    if (planes == 0 || planes > kMaxPlanes) return "planes must be in [1, 8]";
+    if (c.evs < planes) return "fewer EVs than planes: some plane would have no EV";
+    if (c.evs % planes != 0) return "EVs must split evenly over the planes (a multiple of them)";
+    if (c.evs + c.backup_per_plane * planes > kMaxEvs)
+        return "more than 4096 EVs (active + backup)";
+    if (c.min_active > c.evs) return "the bad-EV floor (min_active) exceeds the number of EVs";
+    if (c.probe_successes == 0) return "probe_successes must be at least 1";
+    if (c.probe_successes_max < c.probe_successes)
+        return "probe_successes_max must be at least probe_successes";
+    if (c.probe_interval_ns == 0) return "probe_interval_ns must be positive";
+    if (c.max_probes_per_interval == 0) return "max_probes_per_interval must be at least 1";
+    if (c.plane_fail_timeouts == 0) return "plane_fail_timeouts must be at least 1";
+    if (c.trim_skip_factor == 0) return "trim_skip_factor must be at least 1";
+    if (c.skip_max_doublings > 16) return "skip_max_doublings must be at most 16";
+    if (c.probe_backoff_max_doublings > 16) return "probe_backoff_max_doublings must be at most 16";
+    return nullptr;
+}
+
+void EvSet::release() {
+    if (gauges_ == nullptr) return;
+    for (const EvEntry &e : e_) {
+        --gauges_->total[e.plane];
+        if (e.state == EvState::kAssumedBad) --gauges_->assumed_bad[e.plane];
+        if (e.state == EvState::kDenied) --gauges_->denied[e.plane];
+    }
+    gauges_ = nullptr;
+}
+
+void EvSet::init(const EvConfig &cfg, uint32_t planes, uint64_t seed, EvGauges *gauges) {
+    release();
+    cfg_ = cfg;
+    gauges_ = gauges;
     planes_ = std::clamp<uint32_t>(planes, 1, kMaxPlanes);
-    count = std::max<uint32_t>(count, planes_);
-    count = (count + planes_ - 1) / planes_ * planes_;
+    per_plane_ = cfg.evs / planes_;
+    spares_per_plane_ = cfg.backup_per_plane;
+    const uint32_t total = per_plane_ * planes_ + spares_per_plane_ * planes_;
     Rng rng(seed);
     std::vector<uint8_t> used(65536, 0);
-    evs_.clear();
     auto draw = [&] {
         for (;;) {
             const auto v = static_cast<uint16_t>(1024 + rng.below(65536 - 1024));
@@ -20,13 +67,315 @@ void EvSet::init(uint32_t count, uint32_t planes, uint64_t seed) {
             }
         }
     };
-    for (uint32_t i = 0; i < count; ++i)
-        evs_.push_back(draw());
+    e_.assign(total, EvEntry{});
+    active_.assign(per_plane_ * planes_, 0);
+    spares_.assign(spares_per_plane_ * planes_, 0);
+    uint32_t i = 0;
+    for (uint32_t p = 0; p < planes_; ++p) {
+        for (uint32_t j = 0; j < per_plane_; ++j, ++i) {
+            e_[i].ev = draw();
+            e_[i].plane = static_cast<uint8_t>(p);
+            e_[i].active = true;
+            active_[p * per_plane_ + j] = i;
+        }
+        for (uint32_t j = 0; j < spares_per_plane_; ++j, ++i) {
+            e_[i].ev = draw();
+            e_[i].plane = static_cast<uint8_t>(p);
+            spares_[p * spares_per_plane_ + j] = i;
+        }
+    }
+    for (EvEntry &e : e_) {
+        e.probe_need = cfg.probe_successes;
+        if (gauges_) ++gauges_->total[e.plane];
+    }
     for (uint32_t p = 0; p < planes_; ++p)
         for (auto &r : reverse_[p])
             r = draw();
-    cursor_ = static_cast<uint32_t>(rng.below(count));
+    uint32_t cap = 4;
+    while (cap < 4 * total)
+        cap <<= 1;
+    index_.assign(cap, 0);
+    index_shift_ = 32 - static_cast<uint32_t>(__builtin_ctz(cap));
+    for (uint32_t k = 0; k < total; ++k) {
+        uint32_t h = (uint32_t{e_[k].ev} * 0x9e3779b1u) >> index_shift_;
+        while (index_[h] != 0)
+            h = (h + 1) & (cap - 1);
+        index_[h] = k + 1;
+    }
+    bad_.clear();
+    bad_.reserve(total);
     rng_.reseed(rng.next());
+    order_.assign(active_.size(), 0);
+    reshuffle();
+    cursor_ = static_cast<uint32_t>(rng_.below(order_.size()));
+}
+
+uint32_t EvSet::find(uint16_t ev) const {
+    const uint32_t mask = static_cast<uint32_t>(index_.size()) - 1;
+    uint32_t h = (uint32_t{ev} * 0x9e3779b1u) >> index_shift_;
+    for (;;) {
+        const uint32_t v = index_[h];
+        if (v == 0) return kNoEv;
+        if (e_[v - 1].ev == ev) return v - 1;
+        h = (h + 1) & mask;
+    }
+}
+
+// The walk visits every active slot once per pass, in rounds of one slot
+// per plane: each plane's slots in a fresh order, and the planes of each
+// round in a fresh order too. Planes stay balanced packet by packet, but
+// no plane holds a fixed place in the cycle: with a fixed cycle, a
+// responder that acks every P packets would always echo the EV of one
+// plane, and the other planes would never hear their RTT and ECN.
+void EvSet::reshuffle() {
+    uint32_t perm[kMaxEvs];
+    for (uint32_t p = 0; p < planes_; ++p) {
+        for (uint32_t j = 0; j < per_plane_; ++j)
+            perm[j] = j;
+        for (uint32_t j = per_plane_; j > 1; --j)
+            std::swap(perm[j - 1], perm[rng_.below(j)]);
+        for (uint32_t j = 0; j < per_plane_; ++j)
+            order_[j * planes_ + p] = p * per_plane_ + perm[j];
+    }
+    for (uint32_t r = 0; r < per_plane_; ++r)
+        for (uint32_t k = planes_; k > 1; --k)
+            std::swap(order_[r * planes_ + k - 1], order_[r * planes_ + rng_.below(k)]);
+}
+
+void EvSet::set_state(EvEntry &e, EvState s, uint64_t now_ns) {
+    if (e.state == s) return;
+    if (gauges_) {
+        if (e.state == EvState::kAssumedBad) --gauges_->assumed_bad[e.plane];
+        if (e.state == EvState::kDenied) --gauges_->denied[e.plane];
+        if (s == EvState::kAssumedBad) ++gauges_->assumed_bad[e.plane];
+        if (s == EvState::kDenied) ++gauges_->denied[e.plane];
+    }
+    const auto idx = static_cast<uint32_t>(&e - e_.data());
+    if (e.state == EvState::kAssumedBad) {
+        const auto it = std::find(bad_.begin(), bad_.end(), idx);
+        *it = bad_.back();
+        bad_.pop_back();
+    }
+    if (s == EvState::kAssumedBad) bad_.push_back(idx);
+    e.state = s;
+    e.since_ns = now_ns;
+}
+
+uint32_t EvSet::choose(uint64_t now_ns, uint8_t planes) {
+    const auto n = static_cast<uint32_t>(order_.size());
+    for (uint32_t t = 0; t < n; ++t) {
+        const uint32_t i = active_[order_[cursor_]];
+        if (++cursor_ == n) {
+            cursor_ = 0;
+            reshuffle();
+        }
+        EvEntry &e = e_[i];
+        if (!((planes >> e.plane) & 1)) continue;
+        if (e.state == EvState::kGood) return i;
+        if (e.state == EvState::kSkip && now_ns >= e.skip_until_ns) {
+            set_state(e, EvState::kGood, now_ns);
+            return i;
+        }
+    }
+    return pick(now_ns, cursor_, kNoEv, 0, planes);
+}
+
+uint32_t EvSet::choose_retx(uint64_t now_ns, uint32_t avoid, uint8_t avoid_planes, uint8_t planes) {
+    const uint32_t start = static_cast<uint32_t>(rng_.below(order_.size()));
+    return pick(now_ns, start, avoid, avoid_planes, planes);
+}
+
+// One pass over the active set from `start`, ranking each EV; the first of
+// the best rank wins (rank 0 ends the pass at once). Ranks: 0 usable, on a
+// plane of `planes`, not avoided; 1 usable, on an avoided plane; 2 SKIP; 3
+// ASSUMED_BAD (all on planes of `planes`); 4 on another plane; the
+// avoided entry itself only when nothing else is left; DENIED never.
+uint32_t EvSet::pick(uint64_t now_ns, uint32_t start, uint32_t avoid, uint8_t avoid_planes,
+                     uint8_t planes) {
+    const auto n = static_cast<uint32_t>(order_.size());
+    uint32_t best = kNoEv, best_rank = UINT32_MAX;
+    for (uint32_t t = 0; t < n; ++t) {
+        uint32_t j = start + t;
+        if (j >= n) j -= n;
+        const uint32_t i = active_[order_[j]];
+        const EvEntry &e = e_[i];
+        if (e.state == EvState::kDenied) continue;
+        uint32_t rank;
+        if (!((planes >> e.plane) & 1))
+            rank = 4;
+        else if (usable_state(e, now_ns))
+            rank = ((avoid_planes >> e.plane) & 1) ? 1 : 0;
+        else
+            rank = e.state == EvState::kSkip ? 2 : 3;
+        if (i == avoid) rank += 5;
+        if (rank < best_rank) {
+            best = i;
+            best_rank = rank;
+            if (rank == 0) break;
+        }
+    }
+    if (best != kNoEv && e_[best].state == EvState::kSkip && now_ns >= e_[best].skip_until_ns)
+        set_state(e_[best], EvState::kGood, now_ns);
+    return best;
+}
+
+void EvSet::skip(EvEntry &e, uint64_t now_ns, uint64_t factor) {
+    const uint32_t level = std::min<uint32_t>(e.skip_level, cfg_.skip_max_doublings);
+    e.skip_until_ns = std::max(e.skip_until_ns, now_ns + ((cfg_.skip_ns * factor) << level));
+    if (e.skip_level < 255) ++e.skip_level;
+    set_state(e, EvState::kSkip, now_ns);
+}
+
+bool EvSet::on_ecn(uint32_t i, uint64_t now_ns) {
+    EvEntry &e = e_[i];
+    if (e.state != EvState::kGood && e.state != EvState::kSkip) return false;
+    skip(e, now_ns, 1);
+    return true;
+}
+
+bool EvSet::on_trim(uint32_t i, uint64_t now_ns) {
+    EvEntry &e = e_[i];
+    if (e.state != EvState::kGood && e.state != EvState::kSkip) return false;
+    skip(e, now_ns, cfg_.trim_skip_factor);
+    return true;
+}
+
+uint32_t EvSet::slot_of(uint32_t i) const {
+    const uint8_t p = e_[i].plane;
+    for (uint32_t j = 0; j < per_plane_; ++j)
+        if (active_[p * per_plane_ + j] == i) return p * per_plane_ + j;
+    return kNoEv;
+}
+
+uint32_t EvSet::good_spare(uint8_t plane, uint64_t now_ns) const {
+    for (uint32_t j = 0; j < spares_per_plane_; ++j) {
+        const uint32_t s = spares_[plane * spares_per_plane_ + j];
+        if (usable_state(e_[s], now_ns)) return s;
+    }
+    return kNoEv;
+}
+
+void EvSet::swap_in(uint32_t a, uint32_t s) {
+    const uint8_t p = e_[a].plane;
+    const uint32_t slot = slot_of(a);
+    for (uint32_t j = 0; j < spares_per_plane_; ++j) {
+        uint32_t &sp = spares_[p * spares_per_plane_ + j];
+        if (sp == s) {
+            sp = a;
+            break;
+        }
+    }
+    active_[slot] = s;
+    e_[a].active = false;
+    e_[s].active = true;
+}
+
+EvTimeout EvSet::on_timeout(uint32_t i, uint64_t now_ns) {
+    EvEntry &e = e_[i];
+    if (e.state == EvState::kAssumedBad || e.state == EvState::kDenied)
+        return EvTimeout::kAlreadyOut;
+    if (e.active) {
+        const uint32_t s = good_spare(e.plane, now_ns);
+        if (s != kNoEv) {
+            swap_in(i, s);
+        } else {
+            uint32_t ok = 0;
+            for (const uint32_t a : active_) {
+                const EvState st = e_[a].state;
+                ok += st == EvState::kGood || st == EvState::kSkip;
+            }
+            if (ok <= cfg_.min_active) {
+                e.skip_level = cfg_.skip_max_doublings;
+                skip(e, now_ns, cfg_.trim_skip_factor);
+                return EvTimeout::kFloorHeld;
+            }
+        }
+    }
+    // Failing again soon after a revival: a flapping path must prove itself longer.
+    const bool flapping = e.revived_ns != 0 && now_ns - e.revived_ns < cfg_.flap_window_ns;
+    e.probe_need =
+        flapping
+            ? static_cast<uint8_t>(std::min<uint32_t>(2u * e.probe_need, cfg_.probe_successes_max))
+            : cfg_.probe_successes;
+    e.probe_ok = 0;
+    e.probe_lost = 0;
+    e.probe_out = false;
+    e.probe_at_ns = now_ns + cfg_.probe_interval_ns;
+    e.skip_level = 0;
+    ++e.failures;
+    set_state(e, EvState::kAssumedBad, now_ns);
+    return EvTimeout::kRetired;
+}
+
+void EvSet::on_probe_sent(uint32_t i, uint64_t now_ns) {
+    EvEntry &e = e_[i];
+    e.probe_out = true;
+    ++e.probe_seq;
+    e.probe_at_ns = now_ns;
+}
+
+bool EvSet::on_probe_reply(uint32_t i, uint64_t now_ns) {
+    EvEntry &e = e_[i];
+    e.probe_out = false;
+    e.probe_lost = 0;
+    if (e.state != EvState::kAssumedBad) return false;
+    e.probe_at_ns = now_ns + cfg_.probe_interval_ns;
+    if (++e.probe_ok < e.probe_need) return false;
+    const uint64_t spell = now_ns - e.since_ns;
+    e.min_bad_ns = std::min(e.min_bad_ns, spell);
+    e.revived_ns = now_ns;
+    ++e.revivals;
+    set_state(e, EvState::kGood, now_ns);
+    if (!e.active) {
+        // Take back a slot of this plane held by an EV that is out of use.
+        for (uint32_t j = 0; j < per_plane_; ++j) {
+            const uint32_t a = active_[e.plane * per_plane_ + j];
+            if (e_[a].state == EvState::kAssumedBad || e_[a].state == EvState::kDenied) {
+                swap_in(a, i);
+                break;
+            }
+        }
+    }
+    return true;
+}
+
+void EvSet::on_probe_lost(uint32_t i, uint64_t now_ns) {
+    EvEntry &e = e_[i];
+    e.probe_out = false;
+    e.probe_ok = 0;
+    if (e.probe_lost < UINT8_MAX) ++e.probe_lost;
+    e.probe_at_ns = now_ns + probe_wait_ns(cfg_, e.probe_lost);
+}
+
+void EvSet::deny(uint32_t i, uint64_t now_ns) {
+    EvEntry &e = e_[i];
+    if (e.state == EvState::kDenied) return;
+    if (e.active) {
+        const uint32_t s = good_spare(e.plane, now_ns);
+        if (s != kNoEv) swap_in(i, s);
+    }
+    e.probe_out = false;
+    set_state(e, EvState::kDenied, now_ns);
+}
+
+void EvSet::allow(uint32_t i, uint64_t now_ns) {
+    EvEntry &e = e_[i];
+    if (e.state != EvState::kDenied) return;
+    e.probe_need = cfg_.probe_successes;
+    e.probe_ok = 0;
+    e.probe_lost = 0;
+    e.probe_at_ns = now_ns + cfg_.probe_interval_ns;
+    set_state(e, EvState::kAssumedBad, now_ns);
+}
+
+EvStateCounts EvSet::counts(uint64_t now_ns) const {
+    EvStateCounts c;
+    for (const EvEntry &e : e_) {
+        EvState s = e.state;
+        if (s == EvState::kSkip && now_ns >= e.skip_until_ns) s = EvState::kGood;
+        ++c.state[static_cast<uint32_t>(s)];
+    }
+    return c;
 }
 
 }  // namespace mrc

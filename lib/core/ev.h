@@ -1,52 +1,173 @@
-// Entropy values (EVs) of one QP: the UDP source ports its packets are
-// sprayed over, split evenly across planes.
+// Entropy values (EVs) of one QP and their health: the UDP source ports its
+// packets are sprayed over, split evenly across planes, each with a state.
 //
-// EV i belongs to plane i % planes, so walking the set in order alternates
-// planes packet by packet; every QP starts at its own seeded offset so that
-// QPs do not move in lock-step. Health states, backup sets and smarter
-// choice (REPS-style recycling) arrive with the adaptive-multipath work.
+// Per plane the QP has `evs / planes` active EVs and `backup_per_plane`
+// spares. New packets walk the active set in an order that alternates
+// planes and is reshuffled (per plane, from the QP's own seed) after every
+// pass, so QPs never move in lock-step; the walk passes over EVs that are
+// not GOOD and planes the QP may not use. Retransmissions take a random
+// GOOD EV other than the one that failed.
+//
+// EV health. Rows: the EV's state; columns: what happened to it.
+//
+//   state       | clean ack  | ECN echo   | trim NACK (*) | ack timeout, no trim    | probe reply
+//   | probe lost | deny    | allow
+//   ------------+------------+------------+---------------+-------------------------+---------------+------------+---------+------------
+//   GOOD        | GOOD,      | SKIP       | SKIP x factor | ASSUMED_BAD: retired,   | - | - |
+//   DENIED  | -
+//               | level 0    | level + 1  | level + 1     | a spare takes its slot; | | |         |
+//               |            |            |               | at the floor: SKIP max  | | |         |
+//   SKIP        | level 0    | SKIP again,| as GOOD       | as GOOD                 | - | - |
+//   DENIED  | -
+//               | (expires)  | level + 1  |               |                         | | |         |
+//   ASSUMED_BAD | -          | -          | -             | -                       | ok + 1; at |
+//   ok = 0     | DENIED  | -
+//               |            |            |               |                         | need: GOOD |
+//               |         |
+//   DENIED      | -          | -          | -             | -                       | - | - | - |
+//   ASSUMED_BAD
+//
+//   (*) TRIMMED only: a last-hop trim or a receiver-resource NACK is not
+//       the path's fault and changes nothing.
+//   SKIP lasts skip_ns << min(level, skip_max_doublings) (x trim_skip_factor
+//   for a trim); it ends by itself (checked when the walk reaches the EV).
+//   A revived EV (ok reached `need`) returns to GOOD; a spare that revives
+//   takes back a slot held by an ASSUMED_BAD EV of its plane.
+//   Flap damping: an EV that fails within flap_window_ns of its last revival
+//   needs twice the replies next time (up to probe_successes_max); one that
+//   stayed good longer starts again from probe_successes.
+//   The floor: an active EV is not retired when no GOOD spare of its plane
+//   can replace it and fewer than min_active active EVs would be left GOOD
+//   or SKIP; it goes to SKIP at the longest skip instead.
+//   DENIED (the operator) leaves the active set at once when a spare can
+//   take its slot; an allowed EV has to prove itself with probes.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "core/config.h"
 #include "core/rng.h"
 
 namespace mrc {
 
 inline constexpr uint32_t kMaxPlanes = 8;
+inline constexpr uint32_t kMaxEvs = 4096;  // active + spare EVs of one QP
+inline constexpr uint32_t kNoEv = UINT32_MAX;
 
-struct EvChoice {
-    uint16_t ev = 0;
+enum class EvState : uint8_t { kGood, kSkip, kAssumedBad, kDenied };
+inline constexpr uint32_t kEvStates = 4;
+const char *to_string(EvState s);
+
+struct EvEntry {
+    uint16_t ev = 0;  // the UDP source port
     uint8_t plane = 0;
+    EvState state = EvState::kGood;
+    bool active = false;     // in the active set; otherwise a spare
+    bool probe_out = false;  // a probe on this EV awaits its reply
+    uint8_t skip_level = 0;  // marks in a row: each doubles the next skip
+    uint8_t probe_ok = 0;    // probe replies in a row while ASSUMED_BAD
+    uint8_t probe_need = 0;  // replies that revive it (grows when it flaps)
+    uint8_t probe_lost = 0;  // probes lost in a row: each doubles the next wait
+    uint16_t probe_seq = 0;  // sequence of the latest probe
+    uint64_t skip_until_ns = 0;
+    uint64_t since_ns = 0;     // when it entered its state
+    uint64_t revived_ns = 0;   // last revival by probes (0: never)
+    uint64_t probe_at_ns = 0;  // ASSUMED_BAD: next probe due; probe_out: when it was sent
+    // History, for reports and tests.
+    uint32_t failures = 0;             // times it became ASSUMED_BAD
+    uint32_t revivals = 0;             // times probes revived it
+    uint64_t min_bad_ns = UINT64_MAX;  // shortest ASSUMED_BAD spell that ended in a revival
+};
+
+// What an ack timeout did to the EV.
+enum class EvTimeout : uint8_t { kRetired, kFloorHeld, kAlreadyOut };
+
+// Per-plane gauges that every QP's EV set of one endpoint keeps current,
+// for the path scorer (core/path.h): how many EVs are out of use.
+struct EvGauges {
+    int32_t total[kMaxPlanes] = {};  // active and spare EVs
+    int32_t assumed_bad[kMaxPlanes] = {};
+    int32_t denied[kMaxPlanes] = {};
+};
+
+struct EvStateCounts {
+    uint32_t state[kEvStates] = {};  // indexed by EvState
+    EvStateCounts &operator+=(const EvStateCounts &o) {
+        for (uint32_t i = 0; i < kEvStates; ++i)
+            state[i] += o.state[i];
+        return *this;
+    }
 };
 
 class EvSet {
   public:
-    // `count` EVs (rounded up to a multiple of planes), distinct, drawn
-    // from [1024, 65535] with `seed`.
-    void init(uint32_t count, uint32_t planes, uint64_t seed);
+    EvSet() = default;
+    ~EvSet() { release(); }
+    EvSet(const EvSet &) = delete;
+    EvSet &operator=(const EvSet &) = delete;
 
-    uint32_t size() const { return static_cast<uint32_t>(evs_.size()); }
+    // Why `cfg` cannot work on `planes` planes, or empty when it can.
+    static const char *check(const EvConfig &cfg, uint32_t planes);
+    // Draws cfg.evs + planes x cfg.backup_per_plane distinct EVs from [1024, 65535] with
+    // `seed` (check() must have passed). `gauges` (may be null) is kept current.
+    void init(const EvConfig &cfg, uint32_t planes, uint64_t seed, EvGauges *gauges = nullptr);
+    // Takes this set's EVs out of the gauges (before destruction or re-init).
+    void release();
+
+    uint32_t size() const { return static_cast<uint32_t>(e_.size()); }
+    uint32_t active_size() const { return static_cast<uint32_t>(active_.size()); }
     uint32_t planes() const { return planes_; }
-    uint16_t ev(uint32_t i) const { return evs_[i]; }
-    uint8_t plane_of(uint32_t i) const { return static_cast<uint8_t>(i % planes_); }
+    const EvEntry &entry(uint32_t i) const { return e_[i]; }
+    const std::vector<EvEntry> &entries() const { return e_; }
+    // The entry holding EV value `ev`, or kNoEv. A few ns: a small hash.
+    uint32_t find(uint16_t ev) const;
 
-    // Next EV in rotation.
-    EvChoice next() {
-        const uint32_t i = cursor_;
-        cursor_ = cursor_ + 1 == evs_.size() ? 0 : cursor_ + 1;
-        return {evs_[i], plane_of(i)};
+    // ---- choice ----
+    // The EV for a new packet: the next GOOD one in the walk on a plane of
+    // `planes` (bit p: plane p). When none is, the least bad. kNoEv only
+    // when every active EV is DENIED.
+    uint32_t choose(uint64_t now_ns, uint8_t planes);
+    // The EV for a retransmission: a random GOOD one on `planes` other than
+    // `avoid` (an entry index or kNoEv), off the planes in `avoid_planes`
+    // when another plane can take it.
+    uint32_t choose_retx(uint64_t now_ns, uint32_t avoid, uint8_t avoid_planes, uint8_t planes);
+    // Active EV j (< per_plane()) of `plane`.
+    uint32_t per_plane() const { return per_plane_; }
+    uint32_t active_entry(uint8_t plane, uint32_t j) const {
+        return active_[plane * per_plane_ + j];
     }
-    // A random EV other than `avoid`, for a retransmission. Random, not the
-    // rotation: a QP resending the same few PSNs round after round would
-    // otherwise give each PSN the same stride of EVs, all on one dead path.
-    EvChoice random_other_than(uint16_t avoid) {
-        const auto n = static_cast<uint32_t>(evs_.size());
-        uint32_t i = static_cast<uint32_t>(rng_.below(n));
-        if (evs_[i] == avoid && n > 1) i = (i + 1 + static_cast<uint32_t>(rng_.below(n - 1))) % n;
-        return {evs_[i], plane_of(i)};
+
+    // ---- health (the truth table above) ----
+    void on_clean_ack(uint32_t i) { e_[i].skip_level = 0; }
+    // Return true when the EV was GOOD or SKIP and is SKIP now.
+    bool on_ecn(uint32_t i, uint64_t now_ns);
+    bool on_trim(uint32_t i, uint64_t now_ns);
+    EvTimeout on_timeout(uint32_t i, uint64_t now_ns);
+    // A probe on entry i was sent / answered / given up. on_probe_reply
+    // returns true when the reply revived the EV. After a lost probe the
+    // next waits probe_interval_ns << min(lost in a row, max doublings).
+    void on_probe_sent(uint32_t i, uint64_t now_ns);
+    bool on_probe_reply(uint32_t i, uint64_t now_ns);
+    void on_probe_lost(uint32_t i, uint64_t now_ns);
+    void deny(uint32_t i, uint64_t now_ns);
+    void allow(uint32_t i, uint64_t now_ns);
+    // Entries in ASSUMED_BAD (probed by the QP), in no particular order.
+    const std::vector<uint32_t> &assumed_bad() const { return bad_; }
+
+    // True when SKIP has run out (the state changes when the walk reaches it).
+    // The wait before the next probe after `lost` probes lost in a row.
+    static uint64_t probe_wait_ns(const EvConfig &c, uint8_t lost) {
+        return c.probe_interval_ns << std::min<uint8_t>(lost, c.probe_backoff_max_doublings);
     }
+    static bool usable_state(const EvEntry &e, uint64_t now_ns) {
+        return e.state == EvState::kGood ||
+               (e.state == EvState::kSkip && now_ns >= e.skip_until_ns);
+    }
+    EvStateCounts counts(uint64_t now_ns) const;
+
+    // ---- reverse EVs: the QP's acks ----
     // The EV for this QP's next ack on `plane`: acks rotate over a small
     // reverse set per plane, so one dead path cannot silence them all.
     uint16_t next_reverse_ev(uint8_t plane) {
@@ -66,11 +187,31 @@ class EvSet {
     static constexpr uint32_t kReverseEvsPerPlane = 4;
 
   private:
-    std::vector<uint16_t> evs_;
-    uint16_t reverse_[kMaxPlanes][kReverseEvsPerPlane] = {};
-    uint8_t reverse_cursor_[kMaxPlanes] = {};
+    void set_state(EvEntry &e, EvState s, uint64_t now_ns);
+    void skip(EvEntry &e, uint64_t now_ns, uint64_t factor);
+    void reshuffle();
+    // Moves spare `s` into the slot of active entry `a` of the same plane.
+    void swap_in(uint32_t a, uint32_t s);
+    uint32_t good_spare(uint8_t plane, uint64_t now_ns) const;
+    uint32_t slot_of(uint32_t i) const;
+    uint32_t pick(uint64_t now_ns, uint32_t start, uint32_t avoid, uint8_t avoid_planes,
+                  uint8_t planes);
+
+    EvConfig cfg_;
+    std::vector<EvEntry> e_;
+    std::vector<uint32_t> active_;  // slot (plane * per_plane + j) -> entry
+    std::vector<uint32_t> spares_;  // plane * spares_per_plane + j -> entry
+    std::vector<uint32_t> order_;   // the walk: slots, planes interleaved
+    std::vector<uint32_t> index_;   // open-addressed hash: EV -> entry + 1 (0: empty)
+    std::vector<uint32_t> bad_;
+    uint32_t index_shift_ = 0;
+    uint32_t per_plane_ = 0;
+    uint32_t spares_per_plane_ = 0;
     uint32_t planes_ = 1;
     uint32_t cursor_ = 0;
+    EvGauges *gauges_ = nullptr;
+    uint16_t reverse_[kMaxPlanes][kReverseEvsPerPlane] = {};
+    uint8_t reverse_cursor_[kMaxPlanes] = {};
     Rng rng_;
 };
 

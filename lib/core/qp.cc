@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <string>
 
-#include "core/cc_fixed.h"
 #include "core/endpoint.h"
 #include "core/qp.h"
 
@@ -83,7 +82,8 @@ Result<void> Qp::to_init(uint32_t pd) {
     nack_q_.init(64);
     probe_q_.init(16);
     recv_cq_.init(cfg_.max_recv_cqe);
-    cc_ = std::make_unique<FixedWindowCc>(cfg_.cwnd_bytes ? cfg_.cwnd_bytes : UINT64_MAX);
+    probes_out_.clear();
+    probes_out_.reserve(kMaxEvs);
     state_ = QpState::kInit;
     return {};
 }
@@ -94,8 +94,25 @@ Result<void> Qp::to_rtr(const QpPeer &peer, Psn expected_psn) {
         return Error{"to_rtr: planes must be in [1, 8]"};
     if (peer.dst_qpn == 0 || peer.dst_qpn > wire::kQpnMask)
         return Error{"to_rtr: bad destination QPN"};
+    if (const char *e = EvSet::check(cfg_.ev, peer.planes))
+        return Error{std::string("to_rtr: ") + e};
+    if (const std::string e = check_cc(cfg_.cc, cfg_.mtu_payload_bytes, peer.planes); !e.empty())
+        return Error{"to_rtr: " + e};
+    for (uint8_t p = 0; p < kMaxPlanes; ++p) {
+        cc_[p] = p < peer.planes ? make_cc(cfg_.cc, cfg_.mtu_payload_bytes, peer.planes) : nullptr;
+        cwnd_[p] = cc_[p] ? cc_[p]->window_bytes() : 0;
+        plane_inflight_[p] = 0;
+    }
     peer_ = peer;
-    evs_.init(cfg_.evs, peer.planes, cfg_.ev_seed ^ (uint64_t{qpn_} << 32));
+    evs_.init(cfg_.ev, peer.planes, cfg_.ev.seed ^ (uint64_t{qpn_} << 32), &ep_->ev_gauges_);
+    for (auto &h : plane_)
+        h = PlaneHealth{};
+    for (auto &r : ep_reasons_seen_)
+        r = 0;
+    planes_dirty_ = true;
+    probe_due_ns_ = UINT64_MAX;
+    probes_in_window_ = 0;
+    sync_planes(0);
     epsn_ = deliver_psn_ = max_seen_ = expected_psn;
     state_ = QpState::kRtr;
     return {};
@@ -136,8 +153,13 @@ void Qp::fail(WcStatus cause) {
     backoff_.clear();
     nack_q_.clear();
     probe_q_.clear();
+    probes_out_.clear();
+    probe_due_ns_ = UINT64_MAX;
     ack_due_now_ = ack_pending_ = false;
+    ack_copies_ = 0;
     inflight_bytes_ = 0;
+    for (auto &b : plane_inflight_)
+        b = 0;
     ep_->cancel_timer(*this);
 }
 
@@ -154,6 +176,10 @@ void Qp::reset() {
     last_adv_rwnd_units_ = 0;
     has_unreported_ = false;
     ack_due_now_ = ack_pending_ = false;
+    ack_copies_ = 0;
+    probes_out_.clear();
+    probe_due_ns_ = UINT64_MAX;
+    evs_.release();
     // Queues and windows are sized again by to_init(), PSNs set by to_rtr/to_rts.
 }
 
@@ -219,16 +245,19 @@ void Qp::control_packet(TxPacket &t, uint8_t plane, uint16_t hdr_len) const {
 
 bool Qp::has_tx_work(uint64_t now_ns) const {
     if (state_ != QpState::kRtr && state_ != QpState::kRts) return false;
-    if (ack_due_now_ || !nack_q_.empty() || !probe_q_.empty()) return true;
+    if (ack_due_now_ || ack_copies_ || !nack_q_.empty() || !probe_q_.empty()) return true;
     if (state_ != QpState::kRts) return false;
+    if (probe_due_ns_ <= now_ns) return true;
     if (!retx_now_.empty()) return true;
     if (!retx_later_.empty() && retx_later_.front().due_ns <= now_ns) return true;
     return sq_seg_ != sq_tail_ && can_send_new();
 }
 
-uint32_t Qp::emit(TxPacket *out, uint32_t max, uint64_t now_ns) {
+uint32_t Qp::emit(TxPacket *out, uint32_t max, uint64_t now_ns, uint8_t tx_planes) {
     uint32_t n = 0;
     if (state_ != QpState::kRtr && state_ != QpState::kRts) return 0;
+    sync_planes(now_ns);
+    const uint8_t status = advertised_status();
     // Control first: NACKs, probe replies, then the ack.
     while (n < max && !nack_q_.empty()) {
         const NackEntry &e = nack_q_.front();
@@ -241,11 +270,11 @@ uint32_t Qp::emit(TxPacket *out, uint32_t max, uint64_t now_ns) {
         f.cum_psn = epsn_;
         f.ts_echo = e.ts;
         f.rwnd_units = static_cast<uint16_t>(rwnd_units());
-        f.plane_status = ep_->plane_status();
+        f.plane_status = status;
+        const uint8_t plane = ack_plane(e.plane);
         TxPacket &t = out[n++];
-        control_packet(
-            t, e.plane,
-            wire::write_nack(t.hdr, peer_.path[e.plane], evs_.next_reverse_ev(e.plane), f));
+        control_packet(t, plane,
+                       wire::write_nack(t.hdr, peer_.path[plane], evs_.next_reverse_ev(plane), f));
         nack_q_.pop();
         ++ctr_.tx_nacks;
     }
@@ -257,7 +286,8 @@ uint32_t Qp::emit(TxPacket *out, uint32_t max, uint64_t now_ns) {
         f.probe_id = e.id;
         f.ev = e.ev;
         f.ts = e.ts;
-        f.plane_status = ep_->plane_status();
+        f.plane_status = status;
+        // On the plane the probe came in on, whatever else: that is what it tests.
         TxPacket &t = out[n++];
         control_packet(
             t, e.plane,
@@ -266,8 +296,17 @@ uint32_t Qp::emit(TxPacket *out, uint32_t max, uint64_t now_ns) {
         ++ctr_.tx_probe_replies;
     }
     while (n < max && ack_due_now_)
-        emit_sack(out[n++]);  // more than one when arrivals span several bitmaps
+        emit_sack(out[n++], status);  // more than one when arrivals span several bitmaps
+    // After a duplicate: the same ack again on the plane's other reverse EVs.
+    for (; n < max && ack_copies_ > 0; --ack_copies_) {
+        TxPacket &t = out[n++];
+        const uint8_t p = last_sack_plane_;
+        control_packet(t, p,
+                       wire::write_sack(t.hdr, peer_.path[p], evs_.next_reverse_ev(p), last_sack_));
+        ++ctr_.tx_ack_copies;
+    }
     if (state_ == QpState::kRts) {
+        if (probe_due_ns_ <= now_ns) n += emit_probes(out + n, max - n, now_ns);
         // Retransmissions before new data.
         while (n < max && !retx_now_.empty()) {
             const Psn p(retx_now_.front());
@@ -285,8 +324,8 @@ uint32_t Qp::emit(TxPacket *out, uint32_t max, uint64_t now_ns) {
             if (slot(p).acked) continue;
             if (emit_data(out[n], p, true, now_ns)) ++n;
         }
-        while (n < max && sq_seg_ != sq_tail_ && can_send_new()) {
-            if (!emit_data(out[n], snd_nxt_, false, now_ns)) break;
+        while (n < max && sq_seg_ != sq_tail_ && can_send_new(tx_planes)) {
+            if (!emit_data(out[n], snd_nxt_, false, now_ns, tx_planes)) break;
             ++n;
         }
     }
@@ -296,8 +335,14 @@ uint32_t Qp::emit(TxPacket *out, uint32_t max, uint64_t now_ns) {
 
 void Qp::on_timer(uint64_t now_ns) {
     if (state_ != QpState::kRtr && state_ != QpState::kRts) return;
-    if (ack_pending_ && now_ns >= ack_deadline_ns_) ack_due_now_ = true;
-    if (state_ == QpState::kRts) check_timeouts(now_ns);
+    if (ack_pending_ && now_ns >= ack_deadline_ns_) {
+        ack_due_now_ = true;
+        ack_trigger_.flags |= wire::kAckDelayed;  // its RTT includes the wait: not for CC
+    }
+    if (state_ == QpState::kRts) {
+        check_timeouts(now_ns);
+        if (state_ == QpState::kRts && probe_due_ns_ <= now_ns) expire_probes(now_ns);
+    }
     if (state_ != QpState::kRtr && state_ != QpState::kRts)
         return;  // a timeout may have failed the QP
     if (has_tx_work(now_ns)) became_ready();
@@ -305,8 +350,8 @@ void Qp::on_timer(uint64_t now_ns) {
 }
 
 // Arms the QP's one timer at its earliest deadline: a delayed ack, the ack
-// timeout of the oldest transmission, a packet in backoff, or a delayed
-// retransmission. Early is harmless: on_timer re-arms.
+// timeout of the oldest transmission, a packet in backoff, a delayed
+// retransmission, or a probe to send or give up on. Early is harmless: on_timer re-arms.
 void Qp::rearm(uint64_t now_ns) {
     uint64_t t = UINT64_MAX;
     if (ack_pending_ && !ack_due_now_) t = std::min(t, ack_deadline_ns_);
@@ -321,6 +366,7 @@ void Qp::rearm(uint64_t now_ns) {
         for (const uint32_t v : backoff_)
             t = std::min(t, slot(Psn(v)).deadline_ns);
         if (!retx_later_.empty()) t = std::min(t, retx_later_.front().due_ns);
+        t = std::min(t, probe_due_ns_);
     }
     if (t == UINT64_MAX) {
         ep_->cancel_timer(*this);

@@ -129,6 +129,31 @@ class Qp {
     Psn expected_psn() const { return epsn_; }
     uint64_t inflight_bytes() const { return inflight_bytes_; }
 
+    // ---- multipath (multipath.cc, docs/multipath.md) ----
+    const EvSet &evs() const { return evs_; }
+    // The congestion control of one plane (after to_rtr) and the QP's
+    // window: the sum over its planes.
+    const CongestionControl &cc(uint8_t plane) const { return *cc_[plane]; }
+    uint64_t window_bytes() const;
+    uint64_t plane_inflight_bytes(uint8_t plane) const { return plane_inflight_[plane]; }
+    // Planes this QP sends data on now.
+    uint8_t usable_planes() const { return usable_mask_; }
+    // Why the QP does not use `plane` (kPlane* bits; 0: it does).
+    uint8_t plane_down_reasons(uint8_t plane) const { return plane_[plane].down; }
+    // The operator's DENIED state for one EV (through the path table).
+    void set_ev_denied(uint16_t ev, bool denied, uint64_t now_ns);
+
+    // Reasons a QP leaves a plane. Link, table and denied come from the
+    // endpoint; peer from the plane-status bitmap in the peer's acks; failed
+    // from this QP's own ack timeouts; verify is set when any other reason
+    // clears, and like failed only probe replies clear it.
+    static constexpr uint8_t kPlaneLink = 0x01;
+    static constexpr uint8_t kPlaneTable = 0x02;
+    static constexpr uint8_t kPlaneDenied = 0x04;
+    static constexpr uint8_t kPlanePeer = 0x08;
+    static constexpr uint8_t kPlaneFailed = 0x10;
+    static constexpr uint8_t kPlaneVerify = 0x20;
+
   private:
     friend class Endpoint;
     friend struct QpTestPeer;
@@ -147,13 +172,15 @@ class Qp {
         uint32_t msg_offset = 0;
         uint32_t len = 0;
         uint32_t tx_seq = 0;  // bumped on each transmission; matches send-log entries
-        uint16_t ev = 0;
+        uint16_t ev_idx = 0;  // entry of the EV set that carried the latest transmission
         uint8_t plane = 0;
         uint8_t timeouts = 0;
         uint16_t nacks = 0;
         bool acked = false;
         bool queued = false;       // in retx_now_ or retx_later_
         bool backoff = false;      // in backoff_ (after a timeout)
+        bool timed_out = false;    // resend it off the plane it timed out on
+        uint64_t sent_ns = 0;      // when the latest transmission left
         uint64_t deadline_ns = 0;  // ack timeout of the latest transmission
     };
     struct LogEntry {
@@ -169,8 +196,11 @@ class Qp {
     TxSlot &slot(Psn p) { return slots_[p.value() & slot_mask_]; }
     bool in_flight(Psn p) const { return distance(snd_una_, p) >= 0 && distance(p, snd_nxt_) > 0; }
     uint32_t window_pkts() const;
-    bool can_send_new() const;
-    bool emit_data(TxPacket &pkt, Psn psn, bool retx, uint64_t now_ns);
+    bool can_send_new(uint8_t tx_planes = 0xff) const;
+    // Planes a new packet may go to: usable, and with room in their window.
+    uint8_t send_mask() const;
+    uint8_t retx_mask() const;
+    bool emit_data(TxPacket &pkt, Psn psn, bool retx, uint64_t now_ns, uint8_t tx_planes = 0xff);
     void queue_retx_now(Psn p);
     void on_sack(const wire::MrcPacket &p, uint64_t now_ns);
     void on_nack(const wire::MrcPacket &p, uint64_t now_ns);
@@ -202,7 +232,8 @@ class Qp {
         uint8_t plane = 0;
     };
     void on_data(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns);
-    void on_probe(const wire::MrcPacket &p, uint8_t plane);
+    void on_probe(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns);
+    void on_probe_reply(const wire::MrcPacket &p, uint64_t now_ns);
     void queue_nack(const wire::MrcPacket &p, uint8_t plane, wire::NackReason r);
     void advance_epsn();
     void deliver_imms();
@@ -214,10 +245,57 @@ class Qp {
     bool next_received(Psn from, Psn *out) const;
     uint32_t rwnd_units() const;
 
+    // ---- multipath ----
+    struct PlaneHealth {
+        uint8_t down = 0;  // kPlane* reasons; 0: usable
+        // EVs retired for packets sent after the latest packet the plane
+        // delivered, and the earliest such send: the plane has failed when
+        // enough of them pile up with nothing sent later getting through.
+        uint8_t timeouts = 0;
+        uint64_t fail_sent_ns = 0;
+        uint64_t ok_sent_ns = 0;  // send time of the latest packet it delivered
+        uint8_t probe_ok = 0;     // plane probes answered in a row
+        uint8_t probe_lost = 0;   // plane probes lost in a row (backs the next one off)
+        uint32_t probe_cursor = 0;
+        uint32_t probe_entry = kNoEv;  // EV entry of the outstanding plane probe
+        uint64_t next_probe_ns = 0;
+    };
+    static constexpr uint8_t kPlaneProbed = kPlaneFailed | kPlaneVerify | kPlaneTable;
+    static constexpr uint8_t kPlaneUnprobed = kPlaneLink | kPlaneDenied | kPlanePeer;
+    // Reasons the peer is told about: everything but what it told us, and
+    // the verification that follows.
+    static constexpr uint8_t kPlaneAdvertised =
+        kPlaneLink | kPlaneTable | kPlaneDenied | kPlaneFailed;
+    // The endpoint's link, table or denied masks moved.
+    void planes_changed() {
+        planes_dirty_ = true;
+        if (state_ == QpState::kRtr || state_ == QpState::kRts) became_ready();
+    }
+    void sync_planes(uint64_t now_ns);
+    void set_plane_reason(uint8_t plane, uint8_t reason, bool on, uint64_t now_ns);
+    void update_usable(uint64_t now_ns);
+    uint8_t advertised_status() const;
+    void apply_peer_status(uint8_t status, uint64_t now_ns);
+    uint8_t ack_plane(uint8_t trigger_plane) const;
+    // EV feedback from one ack or NACK that echoes `ev`.
+    void ev_feedback(uint32_t entry, bool ecn, uint32_t rtt_ns, uint64_t now_ns);
+    void count_cc(uint8_t verdict);
+    void on_ev_timeout(TxSlot &s, uint64_t now_ns);
+    // Something sent on `plane` at sent_ns got through.
+    void plane_delivered(uint8_t plane, uint64_t sent_ns);
+    bool wants_plane_probe(uint8_t plane) const;
+    bool wants_ev_probe(const EvEntry &e) const;
+    uint32_t emit_probes(TxPacket *out, uint32_t max, uint64_t now_ns);
+    void send_probe(TxPacket &t, uint32_t entry, uint64_t now_ns);
+    void probe_lost(uint32_t entry, uint64_t now_ns);
+    void expire_probes(uint64_t now_ns);
+    void update_probe_due(uint64_t now_ns);
+    uint64_t probe_timeout_ns() const;
+
     // ---- transmit scheduling ----
     bool has_tx_work(uint64_t now_ns) const;
-    uint32_t emit(TxPacket *out, uint32_t max, uint64_t now_ns);
-    void emit_sack(TxPacket &pkt);
+    uint32_t emit(TxPacket *out, uint32_t max, uint64_t now_ns, uint8_t tx_planes);
+    void emit_sack(TxPacket &pkt, uint8_t plane_status);
     void control_packet(TxPacket &t, uint8_t plane, uint16_t hdr_len) const;
     void on_timer(uint64_t now_ns);
     void rearm(uint64_t now_ns);
@@ -232,8 +310,22 @@ class Qp {
     uint32_t pd_ = 0;
     QpPeer peer_;
     EvSet evs_;
-    std::unique_ptr<CongestionControl> cc_;
+    std::unique_ptr<CongestionControl> cc_[kMaxPlanes];
+    uint64_t cwnd_[kMaxPlanes] = {};  // cc_[p]->window_bytes(), kept after every update
+    uint64_t plane_inflight_[kMaxPlanes] = {};
+    uint32_t acked_by_plane_[kMaxPlanes] = {};  // bytes the ack being processed acknowledged
     QpCounters ctr_;
+
+    // multipath
+    PlaneHealth plane_[kMaxPlanes];
+    uint8_t usable_mask_ = 0;
+    uint8_t ep_reasons_seen_[kMaxPlanes] = {};
+    bool planes_dirty_ = true;
+    std::vector<uint32_t> probes_out_;    // EV entries with a probe awaiting its reply
+    uint64_t probe_due_ns_ = UINT64_MAX;  // next probe to send or to give up
+    uint64_t probe_window_start_ns_ = 0;
+    uint32_t probes_in_window_ = 0;
+    uint32_t probe_bad_cursor_ = 0;
 
     // requester
     std::vector<WrEntry> sq_;
@@ -272,6 +364,9 @@ class Qp {
     bool has_unreported_ = false;
     bool ack_due_now_ = false;
     bool ack_pending_ = false;
+    uint8_t ack_copies_ = 0;  // copies of the last SACK still to send (after a duplicate)
+    uint8_t last_sack_plane_ = 0;
+    wire::SackFields last_sack_;
     uint64_t ack_deadline_ns_ = 0;
     uint32_t bytes_since_ack_ = 0;
     uint32_t last_adv_rwnd_units_ = 0;

@@ -18,12 +18,35 @@ uint32_t Qp::window_pkts() const {
     return std::min<uint32_t>(peer_window_pkts_, slot_mask_ + 1);
 }
 
-bool Qp::can_send_new() const {
+uint64_t Qp::window_bytes() const {
+    uint64_t w = 0;
+    for (uint8_t p = 0; p < peer_.planes; ++p)
+        w += cwnd_[p];
+    return w;
+}
+
+// Usable planes whose window has room for one more packet (a plane with
+// nothing in flight always has). With no usable plane at all, any plane
+// with room: the QP keeps trying rather than stall.
+uint8_t Qp::send_mask() const {
+    const uint8_t planes = usable_mask_ ? usable_mask_ : retx_mask();
+    uint8_t m = 0;
+    for (uint8_t p = 0; p < peer_.planes; ++p)
+        if (((planes >> p) & 1) &&
+            (plane_inflight_[p] == 0 || plane_inflight_[p] + cfg_.mtu_payload_bytes <= cwnd_[p]))
+            m |= static_cast<uint8_t>(1u << p);
+    return m;
+}
+
+// Retransmissions are not held back by windows: the usable planes, or any.
+uint8_t Qp::retx_mask() const {
+    return usable_mask_ ? usable_mask_ : static_cast<uint8_t>((1u << peer_.planes) - 1);
+}
+
+bool Qp::can_send_new(uint8_t tx_planes) const {
     const auto inflight = static_cast<uint32_t>(distance(snd_una_, snd_nxt_));
     if (inflight >= window_pkts()) return false;
-    if (inflight_bytes_ > 0 && inflight_bytes_ + cfg_.mtu_payload_bytes > cc_->window_bytes())
-        return false;
-    return !send_log_.full();
+    return !send_log_.full() && (send_mask() & tx_planes) != 0;
 }
 
 uint64_t Qp::rto_ns(uint8_t timeouts) const {
@@ -34,10 +57,15 @@ uint64_t Qp::rto_ns(uint8_t timeouts) const {
 
 // Builds one data packet: a new one at snd_nxt (retx false) or a
 // retransmission of an outstanding PSN.
-bool Qp::emit_data(TxPacket &pkt, Psn psn, bool retx, uint64_t now_ns) {
+bool Qp::emit_data(TxPacket &pkt, Psn psn, bool retx, uint64_t now_ns, uint8_t tx_planes) {
     TxSlot *s;
-    EvChoice c;
+    uint32_t ev_idx;
     if (!retx) {
+        ev_idx = evs_.choose(now_ns, send_mask() & tx_planes);
+        if (ev_idx == kNoEv) {
+            ++ctr_.ev_none;  // every EV denied: nothing may be sent
+            return false;
+        }
         WrEntry &w = sq_[sq_seg_ & sq_mask_];
         const uint32_t off = w.sent_pkts * cfg_.mtu_payload_bytes;
         const uint32_t len = std::min(cfg_.mtu_payload_bytes, w.wr.length - off);
@@ -50,23 +78,42 @@ bool Qp::emit_data(TxPacket &pkt, Psn psn, bool retx, uint64_t now_ns) {
         if (++w.sent_pkts == w.npkts) ++sq_seg_;
         ++snd_nxt_;
         inflight_bytes_ += len;
+        plane_inflight_[evs_.entry(ev_idx).plane] += len;
         ++ctr_.tx_data_pkts;
         ctr_.tx_data_bytes += len;
-        c = evs_.next();
+        ++ep_->plane_ctr_[evs_.entry(ev_idx).plane].tx_data_pkts;
     } else {
         s = &slot(psn);
+        // After a timeout, off the plane it failed on when another can take it.
+        const uint8_t avoid_planes = s->timed_out ? static_cast<uint8_t>(1u << s->plane) : 0;
+        ev_idx = evs_.choose_retx(now_ns, s->ev_idx, avoid_planes, retx_mask());
+        if (ev_idx == kNoEv) {
+            ++ctr_.ev_none;
+            return false;
+        }
+        const uint8_t plane = evs_.entry(ev_idx).plane;
+        if (plane != s->plane) {
+            if (s->timed_out) ++ctr_.retx_off_plane;
+            // Its bytes are in flight on the new plane now.
+            plane_inflight_[s->plane] -= s->len;
+            plane_inflight_[plane] += s->len;
+        }
+        s->timed_out = false;
         ++ctr_.tx_retx_pkts;
-        c = evs_.random_other_than(s->ev);
+        ++ep_->plane_ctr_[evs_.entry(ev_idx).plane].tx_retx_pkts;
     }
-    const WrEntry &w = sq_[s->wr & sq_mask_];
-    s->ev = c.ev;
+    const EvEntry &c = evs_.entry(ev_idx);
+    if (c.state != EvState::kGood) ++ctr_.ev_fallbacks;
+    s->ev_idx = static_cast<uint16_t>(ev_idx);
     s->plane = c.plane;
     ++s->tx_seq;
+    s->sent_ns = now_ns;
     s->deadline_ns = now_ns + rto_ns(s->timeouts);
     if (!s->backoff && !send_log_.try_push(LogEntry{psn.value(), s->tx_seq, s->deadline_ns})) {
         s->backoff = true;  // log full (only retransmissions get here): track it by scan
         backoff_.push_back(psn.value());
     }
+    const WrEntry &w = sq_[s->wr & sq_mask_];
 
     const bool last = s->msg_offset + s->len == w.wr.length;
     uint8_t flags = 0;
@@ -100,6 +147,10 @@ bool Qp::emit_data(TxPacket &pkt, Psn psn, bool retx, uint64_t now_ns) {
 void Qp::mark_acked(TxSlot &s) {
     s.acked = true;
     inflight_bytes_ -= s.len;
+    plane_inflight_[s.plane] -= s.len;
+    acked_by_plane_[s.plane] += s.len;
+    ++ep_->plane_ctr_[s.plane].acked_pkts;
+    plane_delivered(s.plane, s.sent_ns);
     if (s.backoff) {
         s.backoff = false;
         for (auto &v : backoff_) {
@@ -141,14 +192,14 @@ void Qp::on_sack(const wire::MrcPacket &p, uint64_t now_ns) {
         return;
     }
     const bool window_was_full = !can_send_new();
-    uint32_t acked_bytes = 0;
+    for (auto &b : acked_by_plane_)
+        b = 0;
     if (distance(snd_una_, cum) < 0) {
         ++ctr_.rx_sacks_stale;
     } else {
         while (snd_una_ != cum) {
             TxSlot &s = slot(snd_una_);
             if (!s.acked) {
-                acked_bytes += s.len;
                 mark_acked(s);
                 ++ctr_.acked_pkts;
             }
@@ -165,28 +216,40 @@ void Qp::on_sack(const wire::MrcPacket &p, uint64_t now_ns) {
         if (!in_flight(q)) continue;
         TxSlot &s = slot(q);
         if (s.acked) continue;
-        acked_bytes += s.len;
         mark_acked(s);
         ++ctr_.sacked_pkts;
     }
     // The packet that triggered the ack arrived too, bitmap or not.
     if (const Psn t(h.trigger_psn.get()); in_flight(t) && !slot(t).acked) {
-        acked_bytes += slot(t).len;
         mark_acked(slot(t));
         ++ctr_.sacked_pkts;
     }
     peer_window_pkts_ = uint32_t{h.rwnd_units.get()} * wire::kPsnsPerWindowUnit;
-    AckSample a;
-    a.now_ns = now_ns;
-    a.acked_bytes = acked_bytes;
-    a.ecn = h.flags & wire::kAckEcnEcho;
-    a.ev = h.ev_echo.get();
+    const bool ecn = h.flags & wire::kAckEcnEcho;
+    uint32_t rtt_ns = 0;
     if (const uint32_t ts = h.ts_echo.get(); ts != 0) {
-        a.rtt_ns = static_cast<uint32_t>(now_ns) - ts;
         ++ctr_.rtt_samples;
+        // A delayed ack's RTT includes the responder's wait: not a delay signal.
+        if (!(h.flags & wire::kAckDelayed)) rtt_ns = static_cast<uint32_t>(now_ns) - ts;
     }
-    if (a.ecn) ++ctr_.rx_ecn_echo;
-    cc_->on_ack(a);
+    if (ecn) ++ctr_.rx_ecn_echo;
+    // Each plane's CC learns what the ack acknowledged on it; the plane of
+    // the echoed EV also learns the ack's signals (its RTT and ECN echo).
+    const uint32_t trigger = evs_.find(h.ev_echo.get());
+    const uint8_t trigger_plane = trigger == kNoEv ? kMaxPlanes : evs_.entry(trigger).plane;
+    for (uint8_t pl = 0; pl < peer_.planes; ++pl) {
+        const bool signal = pl == trigger_plane;
+        if (!signal && acked_by_plane_[pl] == 0) continue;
+        AckSample a;
+        a.now_ns = now_ns;
+        a.acked_bytes = acked_by_plane_[pl];
+        a.rtt_ns = signal ? rtt_ns : 0;
+        a.ecn = signal && ecn;
+        count_cc(cc_[pl]->on_ack(a));
+        cwnd_[pl] = cc_[pl]->window_bytes();
+    }
+    if (trigger != kNoEv) ev_feedback(trigger, ecn, rtt_ns, now_ns);
+    apply_peer_status(h.plane_status, now_ns);
     complete_wrs();
     if (window_was_full && has_tx_work(now_ns)) became_ready();
 }
@@ -213,6 +276,8 @@ void Qp::on_nack(const wire::MrcPacket &p, uint64_t now_ns) {
         complete_wrs();
     }
     peer_window_pkts_ = uint32_t{h.rwnd_units.get()} * wire::kPsnsPerWindowUnit;
+    apply_peer_status(h.plane_status, now_ns);
+    if (state_ != QpState::kRts) return;
     if (!in_flight(psn) || slot(psn).acked) {
         ++ctr_.rx_nacks_stale;
         return;
@@ -225,10 +290,24 @@ void Qp::on_nack(const wire::MrcPacket &p, uint64_t now_ns) {
     ++ctr_.retx_after_nack;
     switch (reason) {
         case wire::NackReason::kTrimmed:
-        case wire::NackReason::kTrimmedLastHop:
-            cc_->on_nack(s.len, reason == wire::NackReason::kTrimmed);
+        case wire::NackReason::kTrimmedLastHop: {
+            const bool last_hop = reason == wire::NackReason::kTrimmedLastHop;
+            count_cc(cc_[s.plane]->on_trim_nack(now_ns, s.len, last_hop));
+            cwnd_[s.plane] = cc_[s.plane]->window_bytes();
+            // A trim in the fabric is the path's fault; one at the last hop is not.
+            if (const uint32_t i = evs_.find(h.ev_echo.get()); i != kNoEv) {
+                const uint8_t plane = evs_.entry(i).plane;
+                if (last_hop) {
+                    ++ep_->plane_ctr_[plane].rx_lasthop_trims;
+                } else {
+                    ++ep_->plane_ctr_[plane].rx_trims;
+                    if (evs_.on_trim(i, now_ns)) ++ctr_.ev_skips;
+                }
+                plane_delivered(plane, s.sent_ns);  // a trimmed header got through
+            }
             queue_retx_now(psn);
             break;
+        }
         default:  // NO_RESOURCE, PSN_OUT_OF_WINDOW: the responder needs time
             if (!s.queued) {
                 s.queued = true;
@@ -264,7 +343,6 @@ void Qp::check_timeouts(uint64_t now_ns) {
 }
 
 void Qp::timeout_packet(Psn p, uint64_t now_ns) {
-    (void)now_ns;
     TxSlot &s = slot(p);
     ++ctr_.ack_timeouts;
     ++s.timeouts;
@@ -275,11 +353,14 @@ void Qp::timeout_packet(Psn p, uint64_t now_ns) {
         error_psn_ = p;
         return fail(WcStatus::kRetryExceeded);
     }
-    cc_->on_timeout(s.len);
+    count_cc(cc_[s.plane]->on_timeout(now_ns, s.len));
+    cwnd_[s.plane] = cc_[s.plane]->window_bytes();
+    on_ev_timeout(s, now_ns);
     if (!s.backoff) {
         s.backoff = true;  // from now on its deadline grows with each timeout
         backoff_.push_back(p.value());
     }
+    s.timed_out = true;
     ++ctr_.retx_after_timeout;
     queue_retx_now(p);
 }

@@ -63,8 +63,9 @@ void Qp::queue_nack(const wire::MrcPacket &p, uint8_t plane, wire::NackReason r)
     became_ready();
 }
 
-void Qp::on_probe(const wire::MrcPacket &p, uint8_t plane) {
+void Qp::on_probe(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns) {
     ++ctr_.rx_probes;
+    apply_peer_status(p.probe->plane_status, now_ns);
     if (probe_q_.try_push(
             ProbeEntry{p.probe->probe_id.get(), p.probe->ev.get(), p.probe->ts.get(), plane}))
         became_ready();
@@ -138,8 +139,12 @@ void Qp::on_data(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns) {
     // again so a lost ack is repaired, never write twice.
     if (d < 0 || (static_cast<uint32_t>(d) < rwin_pkts_ && rbit(psn))) {
         ++ctr_.rx_duplicates;
-        // The requester resent it: the ack for it got lost. Re-path acks.
+        // The requester resent it: the ack for it got lost. Re-path acks,
+        // and send this one on every reverse EV of the plane: the reverse
+        // EVs have no health of their own, and one of them may be on a dead
+        // path the requester keeps retrying into.
         evs_.refresh_last_reverse_ev(plane);
+        ack_copies_ = EvSet::kReverseEvsPerPlane - 1;
         set_trigger(static_cast<uint8_t>(wire::kAckDuplicate | ce));
         ack_due_now_ = true;
         became_ready();
@@ -215,7 +220,7 @@ void Qp::on_data(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns) {
     }
 }
 
-void Qp::emit_sack(TxPacket &t) {
+void Qp::emit_sack(TxPacket &t, uint8_t plane_status) {
     // The bitmap starts at the oldest unreported arrival when there is one;
     // otherwise at the cumulative point, or so that the trigger is in bit 63.
     uint32_t offset;
@@ -235,10 +240,12 @@ void Qp::emit_sack(TxPacket &t) {
     f.ts_echo = ack_trigger_.ts;
     f.rwnd_units = static_cast<uint16_t>(rwnd_units());
     f.flags = ack_trigger_.flags;
-    f.plane_status = ep_->plane_status();
-    const uint8_t plane = ack_trigger_.plane;
+    f.plane_status = plane_status;
+    const uint8_t plane = ack_plane(ack_trigger_.plane);
     control_packet(t, plane,
                    wire::write_sack(t.hdr, peer_.path[plane], evs_.next_reverse_ev(plane), f));
+    last_sack_ = f;
+    last_sack_plane_ = plane;
     ack_due_now_ = ack_pending_ = false;
     bytes_since_ack_ = 0;
     ack_trigger_.flags = 0;

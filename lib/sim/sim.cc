@@ -16,7 +16,18 @@ namespace {
 
 constexpr uint32_t kWireOverheadBytes = 24;  // preamble, inter-frame gap, FCS
 
-enum class Ev : uint8_t { kPath, kLastHop, kDeliver, kHostTx, kTimer };
+enum class Ev : uint8_t {
+    kPath,
+    kCore,
+    kLastHop,
+    kDeliver,
+    kHostTx,
+    kTimer,
+    kScore,
+    kLink,
+    kSample,
+    kStart
+};
 
 struct Event {
     uint32_t arg;  // packet index or host
@@ -58,9 +69,31 @@ struct QpApp {
     uint64_t completed = 0;
     uint64_t next_wr_expected = 0;
     uint64_t next_msn_expected = 0;
+    uint64_t start_ps = 0;
+    uint64_t last_completion_ps = 0;
+    bool victim = false;
     bool done = false;
     bool errored = false;
 };
+
+// Whether failure `f` holds at t_ns, and when that next changes after t_ns
+// (UINT64_MAX: never).
+bool failure_active(const Failure &f, uint64_t t_ns) {
+    if (t_ns < f.at_ns) return false;
+    if (f.period_ns) return (t_ns - f.at_ns) % f.period_ns < f.for_ns;
+    return f.for_ns == 0 || t_ns < f.at_ns + f.for_ns;
+}
+uint64_t failure_next_change(const Failure &f, uint64_t t_ns) {
+    if (t_ns < f.at_ns) return f.at_ns;
+    if (f.period_ns) {
+        const uint64_t k = (t_ns - f.at_ns) / f.period_ns;
+        const uint64_t phase = (t_ns - f.at_ns) % f.period_ns;
+        return phase < f.for_ns ? f.at_ns + k * f.period_ns + f.for_ns
+                                : f.at_ns + (k + 1) * f.period_ns;
+    }
+    if (f.for_ns && t_ns < f.at_ns + f.for_ns) return f.at_ns + f.for_ns;
+    return UINT64_MAX;
+}
 
 // Reads the big-endian 24-bit QPN from a frame this simulator built.
 uint32_t frame_qpn(const uint8_t *hdr) {
@@ -113,8 +146,14 @@ class Simulator {
     void ensure_timer(uint32_t h, uint64_t t_ps);
     void host_tx(uint32_t h, uint64_t t_ps);
     void through_path(uint32_t pi, uint64_t t_ps);
+    void through_core(uint32_t pi, uint64_t t_ps);
     void last_hop_arrive(uint32_t pi, uint64_t t_ps);
     bool admit(Pkt &p, uint64_t backlog, uint32_t trim_kb, bool last_hop);
+    void mark_ce(Pkt &p);
+    void score(uint64_t t_ps);
+    void link_event(uint32_t fi, uint64_t t_ps);
+    void sample(uint64_t t_ps);
+    void report();
     bool path_down(int dir, uint32_t plane, uint32_t k, uint64_t t_ps) const;
     void drop(const Pkt &p);
     void deliver(uint32_t pi, uint64_t t_ps);
@@ -132,6 +171,12 @@ class Simulator {
     std::vector<std::vector<uint32_t>> apps_of_host_;
     std::vector<PathState> paths_;
     std::vector<QueueState> last_hop_;
+    std::vector<QueueState> core_;     // per (dir, plane) with a PlaneLimit
+    std::vector<int> limit_of_;        // (dir, plane) -> index into plane_limits, or -1
+    std::vector<PathScorer> scorers_;  // per host: its control thread
+    uint64_t series_prev_bytes_ = 0;
+    uint64_t series_max_queue_ = 0;  // deepest queue in the current bucket
+    std::vector<uint64_t> series_prev_tx_;
     RadixHeap<Event> heap_;
     std::vector<Pkt> pkts_;
     std::vector<uint32_t> free_pkts_;
@@ -160,7 +205,9 @@ void Simulator::setup() {
     path_gbps_ = f.path_gbps > 0 ? f.path_gbps : f.link_gbps;
     inv_path_gbps_ = 1.0 / path_gbps_;
     inv_link_gbps_ = 1.0 / f.link_gbps;
-    receiver_ = cfg_.work.senders;
+    const WorkloadConfig &w = cfg_.work;
+    const uint32_t nqps = w.qps + w.victims;
+    receiver_ = w.senders + w.victims;
     const uint32_t hosts = receiver_ + 1;
     ep_.resize(hosts);
     nic_.resize(hosts);
@@ -171,13 +218,18 @@ void Simulator::setup() {
     for (uint32_t h = 0; h < hosts; ++h) {
         EndpointConfig ec;
         ec.planes = static_cast<uint8_t>(f.planes);
-        ec.max_qps = cfg_.work.qps + 1;
-        ec.max_mrs = cfg_.work.qps + 1;
+        ec.max_qps = nqps + 1;
+        ec.max_mrs = nqps + 1;
         ec.timer_tick_ns = cfg_.timer_tick_ns;
         ep_[h] = std::make_unique<Endpoint>(ec);
         nic_[h].assign(f.planes, QueueState{});
-        app_of_qpn_[h].assign(cfg_.work.qps + 2, UINT32_MAX);
+        app_of_qpn_[h].assign(nqps + 2, UINT32_MAX);
+        if (cfg_.run_scorer) scorers_.emplace_back(cfg_.scorer, static_cast<uint8_t>(f.planes));
     }
+    limit_of_.assign(size_t(2) * f.planes, -1);
+    core_.assign(size_t(2) * f.planes, QueueState{});
+    for (size_t i = 0; i < f.plane_limits.size(); ++i)
+        limit_of_[size_t(f.plane_limits[i].dir) * f.planes + f.plane_limits[i].plane] = int(i);
     paths_.assign(size_t(2) * f.planes * f.paths_per_plane, PathState{});
     last_hop_.assign(size_t(hosts) * f.planes, QueueState{});
     for (int dir = 0; dir < 2; ++dir)
@@ -198,17 +250,32 @@ void Simulator::setup() {
     src_buf_.resize(std::max<uint64_t>(msg * 4, 1u << 20));
     for (auto &b : src_buf_)
         b = static_cast<uint8_t>(rng_.next());
-    const uint64_t per_qp = cfg_.work.total_bytes / cfg_.work.qps;
+    const uint64_t per_qp = w.total_bytes / w.qps;
     const uint64_t msgs = std::max<uint64_t>(1, per_qp / msg);
-    apps_.resize(cfg_.work.qps);
-    dst_bufs_.resize(cfg_.work.qps);
-    r_.expected_bytes = msgs * msg * cfg_.work.qps;
-    for (uint32_t i = 0; i < cfg_.work.qps; ++i) {
+    const uint64_t victim_msgs = std::max<uint64_t>(1, w.victim_bytes / msg);
+    apps_.resize(nqps);
+    dst_bufs_.resize(nqps);
+    r_.expected_bytes = (msgs * w.qps + victim_msgs * w.victims) * msg;
+    QpConfig qc_base = cfg_.qp;
+    if (cfg_.derive_cc) {
+        // An unloaded round trip: a data frame through NIC, path and last
+        // hop, an ack frame back the same way, propagation both ways.
+        const uint32_t data = cfg_.qp.mtu_payload_bytes + uint32_t(wire::kMaxHdrBytes);
+        const uint32_t ack = uint32_t(wire::kSackBytes);
+        const uint64_t rtt_ps = 2 * ser_ps(data, f.link_gbps) + ser_ps(data, path_gbps_) +
+                                2 * ser_ps(ack, f.link_gbps) + ser_ps(ack, path_gbps_) +
+                                2 * f.delay_ns * 1000;
+        qc_base.cc.nscc.base_rtt_ns = std::max<uint64_t>(1, rtt_ps / 1000);
+        qc_base.cc.nscc.line_rate_gbps = f.link_gbps * f.planes;
+    }
+    for (uint32_t i = 0; i < nqps; ++i) {
         QpApp &q = apps_[i];
-        QpConfig qc = cfg_.qp;
-        qc.ev_seed = cfg_.seed * 1315423911u + i;
-        qc.max_send_wr = std::max(qc.max_send_wr, cfg_.work.depth);
-        q.sender = i % cfg_.work.senders;
+        QpConfig qc = qc_base;
+        qc.ev.seed = cfg_.seed * 1315423911u + i;
+        qc.max_send_wr = std::max(qc.max_send_wr, w.depth);
+        q.victim = i >= w.qps;
+        q.sender = q.victim ? w.senders + (i - w.qps) : i % w.senders;
+        q.start_ps = q.victim ? w.victim_start_ns * 1000 : 0;
         q.a = ep_[q.sender]->create_qp(qc).value();
         q.b = ep_[receiver_]->create_qp(qc).value();
         (void)q.a->to_init(1);
@@ -245,13 +312,14 @@ void Simulator::setup() {
                      .register_region(q.dst, dst_bufs_[i].size(), kAccessRemoteWrite, 1)
                      .value();
         q.src = src_buf_.data();
-        q.msgs_total = msgs;
+        q.msgs_total = q.victim ? victim_msgs : msgs;
         app_of_qpn_[q.sender][q.a->qpn()] = i;
         app_of_qpn_[receiver_][q.b->qpn()] = i;
         apps_of_host_[q.sender].push_back(i);
         apps_of_host_[receiver_].push_back(i);
     }
     r_.per_plane_tx_packets.assign(f.planes, 0);
+    series_prev_tx_.assign(f.planes, 0);
     pkts_.reserve(4096);
 }
 
@@ -260,7 +328,7 @@ uint64_t src_offset(uint32_t qi, uint64_t m, uint64_t msg, uint64_t src_size) {
 }
 
 void Simulator::post_more(QpApp &q) {
-    if (q.errored) return;
+    if (q.errored || now_ps_ < q.start_ps) return;
     const uint32_t qi = static_cast<uint32_t>(&q - apps_.data());
     const uint64_t msg = cfg_.work.msg_bytes;
     while (q.posted < q.msgs_total && q.posted - q.completed < cfg_.work.depth) {
@@ -299,6 +367,7 @@ void Simulator::app_qp(uint32_t qi) {
             ++q.completed;
             ++r_.messages;
             last_completion_ps_ = now_ps_;
+            q.last_completion_ps = now_ps_;
         }
     }
     while ((n = q.b->poll_recv_cq(rc, 16)) > 0) {
@@ -350,23 +419,37 @@ void Simulator::ensure_timer(uint32_t h, uint64_t t_ps) {
 void Simulator::host_tx(uint32_t h, uint64_t t_ps) {
     tx_scheduled_[h] = false;
     const double gbps = cfg_.fabric.link_gbps;
-    // Like a NIC's TX ring: take packets only while every plane's NIC has
-    // less than two MTU frames queued.
+    // Like a NIC's TX rings, one per port: new data goes only to planes
+    // whose NIC has less than two MTU frames queued.
     const uint64_t limit_ps = 2 * ser_ps(cfg_.qp.mtu_payload_bytes + wire::kMaxHdrBytes, gbps);
     TxPacket *tx = tx_buf_;
     for (;;) {
-        uint64_t max_busy = 0;
-        for (const auto &q : nic_[h])
-            max_busy = std::max(max_busy, q.busy_until_ps);
-        if (max_busy > t_ps + limit_ps) {
+        uint8_t room = 0;
+        uint64_t next_room_ps = UINT64_MAX;
+        for (uint32_t p = 0; p < nic_[h].size(); ++p) {
+            const uint64_t busy = nic_[h][p].busy_until_ps;
+            if (busy <= t_ps + limit_ps)
+                room |= static_cast<uint8_t>(1u << p);
+            else
+                next_room_ps = std::min(next_room_ps, busy - limit_ps);
+        }
+        auto retry_later = [&] {
+            if (next_room_ps == UINT64_MAX) return;
             tx_scheduled_[h] = true;
-            push(max_busy - limit_ps, Ev::kHostTx, h);
+            push(next_room_ps, Ev::kHostTx, h);
+        };
+        if (room == 0) {
+            retry_later();
             break;
         }
         for (int i = 0; i < 8; ++i)
             tx[i].hdr = tx_hdr_[i];
-        const uint32_t n = ep_[h]->poll_tx(tx, 8, t_ps / 1000);
-        if (n == 0) break;
+        const uint32_t n = ep_[h]->poll_tx(tx, 8, t_ps / 1000, room);
+        if (n == 0) {
+            // Work may be waiting for a plane whose NIC is full.
+            if (ep_[h]->tx_pending()) retry_later();
+            break;
+        }
         for (uint32_t i = 0; i < n; ++i) {
             const uint32_t pi = alloc_pkt();
             Pkt &p = pkts_[pi];
@@ -426,8 +509,7 @@ bool Simulator::path_down(int dir, uint32_t plane, uint32_t k, uint64_t t_ps) co
     for (const Failure &fl : cfg_.fabric.failures) {
         if (uint32_t(fl.plane) != plane || (fl.path >= 0 && uint32_t(fl.path) != k)) continue;
         if (fl.dir >= 0 && fl.dir != dir) continue;
-        const uint64_t from = fl.at_ns * 1000;
-        if (t_ps >= from && (fl.for_ns == 0 || t_ps < from + fl.for_ns * 1000)) return true;
+        if (failure_active(fl, t_ps / 1000)) return true;
     }
     return false;
 }
@@ -460,36 +542,71 @@ void Simulator::through_path(uint32_t pi, uint64_t t_ps) {
     }
     const uint64_t backlog = backlog_bytes(ps.busy_until_ps, t_ps, path_gbps_);
     if (!admit(p, backlog, im.trim_kb, false)) return free_pkt(pi);
-    if (im.ecn_kb && backlog > uint64_t{im.ecn_kb} * 1024) {
-        auto *ip = reinterpret_cast<wire::Ipv4Hdr *>(p.hdr + sizeof(wire::EthHdr));
-        if ((ip->tos & wire::kEcnMask) != wire::kEcnNotEct &&
-            (ip->tos & wire::kEcnMask) != wire::kEcnCe) {
-            ip->tos |= wire::kEcnCe;
-            ip->checksum.set(0);
-            ip->checksum.set(wire::ipv4_header_checksum(*ip));
-            ++r_.packets_ecn_marked;
-        }
-    }
+    if (im.ecn_kb && backlog > uint64_t{im.ecn_kb} * 1024) mark_ce(p);
     const bool dup = rng_.chance(im.dup);
-    const uint64_t extra = rng_.chance(im.reorder) ? im.reorder_ns * 1000 : 0;
+    p.extra_delay_ps = rng_.chance(im.reorder) ? im.reorder_ns * 1000 : 0;
     const uint64_t depart =
         std::max(t_ps, ps.busy_until_ps) + ser_ps(p.hdr_len + p.payload_len, path_gbps_);
     ps.busy_until_ps = depart;
-    push(depart + f.delay_ns * 1000 + extra, Ev::kLastHop, pi);
+    // A plane with a PlaneLimit: its core queue next; otherwise on to the last hop.
+    const bool core = limit_of_[size_t(dir) * f.planes + p.plane] >= 0;
+    if (core)
+        push(depart, Ev::kCore, pi);
+    else
+        push(depart + f.delay_ns * 1000 + p.extra_delay_ps, Ev::kLastHop, pi);
     if (dup) {
         const uint32_t di = alloc_pkt();
         pkts_[di] = pkts_[pi];
+        pkts_[di].extra_delay_ps = 0;
         ++r_.packets_duplicated;
         const uint64_t d2 = depart + ser_ps(pkts_[di].hdr_len + pkts_[di].payload_len, path_gbps_);
         ps.busy_until_ps = d2;
-        push(d2 + f.delay_ns * 1000, Ev::kLastHop, di);
+        if (core)
+            push(d2, Ev::kCore, di);
+        else
+            push(d2 + f.delay_ns * 1000, Ev::kLastHop, di);
     }
+}
+
+void Simulator::mark_ce(Pkt &p) {
+    auto *ip = reinterpret_cast<wire::Ipv4Hdr *>(p.hdr + sizeof(wire::EthHdr));
+    if ((ip->tos & wire::kEcnMask) != wire::kEcnNotEct &&
+        (ip->tos & wire::kEcnMask) != wire::kEcnCe) {
+        ip->tos |= wire::kEcnCe;
+        ip->checksum.set(0);
+        ip->checksum.set(wire::ipv4_header_checksum(*ip));
+        ++r_.packets_ecn_marked;
+    }
+}
+
+// The core of a plane with a PlaneLimit: one queue at its rate for every
+// path of the plane, marking ECN above its threshold.
+void Simulator::through_core(uint32_t pi, uint64_t t_ps) {
+    Pkt &p = pkts_[pi];
+    const int dir = is_receiver(p.src) ? 1 : 0;
+    const FabricConfig &f = cfg_.fabric;
+    const PlaneLimit &lim = f.plane_limits[size_t(limit_of_[size_t(dir) * f.planes + p.plane])];
+    QueueState &q = core_[size_t(dir) * f.planes + p.plane];
+    const uint64_t backlog =
+        q.busy_until_ps > t_ps
+            ? static_cast<uint64_t>(double(q.busy_until_ps - t_ps) * lim.gbps * (1.0 / 8000.0))
+            : 0;
+    if (!admit(p, backlog, 0, false)) return free_pkt(pi);
+    if (lim.ecn_kb && backlog > uint64_t{lim.ecn_kb} * 1024) mark_ce(p);
+    const uint64_t ser = static_cast<uint64_t>(
+        double(p.hdr_len + p.payload_len + kWireOverheadBytes) * 8000.0 / lim.gbps);
+    const uint64_t depart = std::max(t_ps, q.busy_until_ps) + ser;
+    q.busy_until_ps = depart;
+    push(depart + f.delay_ns * 1000 + p.extra_delay_ps, Ev::kLastHop, pi);
 }
 
 // Queue admission with `backlog` bytes queued: a data packet is trimmed
 // above trim_kb (when set), any packet dropped above the queue limit.
 // False when dropped.
 bool Simulator::admit(Pkt &p, uint64_t backlog, uint32_t trim_kb, bool last_hop) {
+    r_.max_queue_bytes = std::max(r_.max_queue_bytes, backlog);
+    series_max_queue_ = std::max(series_max_queue_, backlog);
+    if (last_hop) r_.max_lasthop_queue_bytes = std::max(r_.max_lasthop_queue_bytes, backlog);
     if (p.data && trim_kb && backlog > uint64_t{trim_kb} * 1024) {
         if (wire::trim_data_headers(p.hdr, p.hdr_len, p.payload_len, last_hop)) {
             p.payload = nullptr;
@@ -513,6 +630,7 @@ void Simulator::last_hop_arrive(uint32_t pi, uint64_t t_ps) {
     QueueState &lq = last_hop(p.dst, p.plane);
     const uint64_t backlog = backlog_bytes(lq.busy_until_ps, t_ps, f.link_gbps);
     if (!admit(p, backlog, f.lasthop_trim_kb, true)) return free_pkt(pi);
+    if (f.lasthop_ecn_kb && p.data && backlog > uint64_t{f.lasthop_ecn_kb} * 1024) mark_ce(p);
     const uint64_t depart =
         std::max(t_ps, lq.busy_until_ps) + ser_ps(p.hdr_len + p.payload_len, f.link_gbps);
     lq.busy_until_ps = depart;
@@ -534,12 +652,110 @@ void Simulator::deliver(uint32_t pi, uint64_t t_ps) {
     ensure_timer(h, t_ps);
 }
 
+void Simulator::score(uint64_t t_ps) {
+    const uint64_t now_ns = t_ps / 1000;
+    for (uint32_t h = 0; h < ep_.size(); ++h) {
+        Endpoint &ep = *ep_[h];
+        ep.apply_path_table(
+            scorers_[h].update(now_ns, ep.plane_counters(), ep.ev_gauges(), ep.link_up_mask()),
+            now_ns);
+        kick_tx(h, t_ps);
+        ensure_timer(h, t_ps);
+    }
+    push(t_ps + cfg_.scorer.period_ns * 1000, Ev::kScore, 0);
+}
+
+// A port failure: the hosts on its side see the link go down or up.
+void Simulator::link_event(uint32_t fi, uint64_t t_ps) {
+    const Failure &fl = cfg_.fabric.failures[fi];
+    const uint64_t now_ns = t_ps / 1000;
+    const bool up = !failure_active(fl, now_ns);
+    for (uint32_t h = 0; h < ep_.size(); ++h) {
+        if ((fl.link == 1) != is_receiver(h)) continue;
+        ep_[h]->set_plane_up(static_cast<uint8_t>(fl.plane), up);
+        kick_tx(h, t_ps);
+        ensure_timer(h, t_ps);
+    }
+    const uint64_t next = failure_next_change(fl, now_ns);
+    if (next != UINT64_MAX) push(next * 1000, Ev::kLink, fi);
+}
+
+void Simulator::sample(uint64_t t_ps) {
+    uint64_t placed = 0;
+    for (const QpApp &q : apps_)
+        placed += q.b->counters().rx_data_bytes;
+    r_.series_goodput_gbps.push_back(double(placed - series_prev_bytes_) * 8 /
+                                     double(cfg_.series_ns));
+    series_prev_bytes_ = placed;
+    std::vector<uint64_t> tx(cfg_.fabric.planes);
+    for (uint32_t p = 0; p < cfg_.fabric.planes; ++p) {
+        tx[p] = r_.per_plane_tx_packets[p] - series_prev_tx_[p];
+        series_prev_tx_[p] = r_.per_plane_tx_packets[p];
+    }
+    r_.series_plane_tx.push_back(std::move(tx));
+    r_.series_max_queue_bytes.push_back(series_max_queue_);
+    series_max_queue_ = 0;
+    push(t_ps + cfg_.series_ns * 1000, Ev::kSample, 0);
+}
+
+void Simulator::report() {
+    const uint32_t planes = cfg_.fabric.planes;
+    const uint64_t now_ns = now_ps_ / 1000;
+    r_.planes.assign(planes, PlaneReport{});
+    for (uint32_t h = 0; h < receiver_; ++h)
+        for (uint32_t p = 0; p < planes; ++p)
+            r_.planes[p].counters += ep_[h]->plane_counters()[p];
+    if (!scorers_.empty())
+        for (uint32_t p = 0; p < planes; ++p) {
+            r_.planes[p].score = scorers_[0].score(uint8_t(p));
+            r_.planes[p].state = r_.planes[p].score.state;
+        }
+    for (uint32_t qi = 0; qi < apps_.size(); ++qi) {
+        const QpApp &q = apps_[qi];
+        QpReport qr;
+        qr.victim = q.victim;
+        qr.bytes = q.completed * cfg_.work.msg_bytes;
+        qr.start_ns = q.start_ps / 1000;
+        qr.done_ns = q.last_completion_ps / 1000;
+        if (qr.done_ns > qr.start_ns)
+            qr.goodput_gbps = double(qr.bytes) * 8 / double(qr.done_ns - qr.start_ns);
+        r_.qps.push_back(qr);
+        for (const EvEntry &e : q.a->evs().entries()) {
+            EvReport er;
+            er.qp = qi;
+            er.ev = e.ev;
+            er.plane = e.plane;
+            er.path = path_of(e.ev, cfg_.fabric.paths_per_plane);
+            er.state = e.state;
+            if (er.state == EvState::kSkip && now_ns >= e.skip_until_ns) er.state = EvState::kGood;
+            er.active = e.active;
+            er.failures = e.failures;
+            er.revivals = e.revivals;
+            er.min_bad_ns = e.min_bad_ns;
+            er.probe_need = e.probe_need;
+            r_.evs.push_back(er);
+            ++r_.planes[e.plane].evs.state[uint32_t(er.state)];
+            ++r_.ev_states.state[uint32_t(er.state)];
+        }
+    }
+}
+
 SimResult Simulator::run() {
     setup();
     for (auto &q : apps_)
         post_more(q);
     for (uint32_t h = 0; h < receiver_; ++h)
         kick_tx(h, 0);
+    for (uint32_t i = 0; i < apps_.size(); ++i)
+        if (apps_[i].start_ps > 0) push(apps_[i].start_ps, Ev::kStart, i);
+    for (uint32_t i = 0; i < cfg_.fabric.failures.size(); ++i)
+        if (cfg_.fabric.failures[i].link >= 0)
+            push(cfg_.fabric.failures[i].at_ns * 1000, Ev::kLink, i);
+    if (!scorers_.empty()) push(cfg_.scorer.period_ns * 1000, Ev::kScore, 0);
+    if (cfg_.series_ns) {
+        r_.series_ns = cfg_.series_ns;
+        push(cfg_.series_ns * 1000, Ev::kSample, 0);
+    }
     const uint64_t max_ps = cfg_.max_sim_ns * 1000;
     while (!heap_.empty() && !all_done()) {
         uint64_t t_ps;
@@ -553,6 +769,22 @@ SimResult Simulator::run() {
         switch (e.kind) {
             case Ev::kPath:
                 through_path(e.arg, t_ps);
+                break;
+            case Ev::kCore:
+                through_core(e.arg, t_ps);
+                break;
+            case Ev::kScore:
+                score(t_ps);
+                break;
+            case Ev::kLink:
+                link_event(e.arg, t_ps);
+                break;
+            case Ev::kSample:
+                sample(t_ps);
+                break;
+            case Ev::kStart:
+                post_more(apps_[e.arg]);
+                kick_tx(apps_[e.arg].sender, t_ps);
                 break;
             case Ev::kLastHop:
                 last_hop_arrive(e.arg, t_ps);
@@ -579,6 +811,7 @@ SimResult Simulator::run() {
         }
     }
     if (!all_done() && !r_.timed_out) r_.timed_out = true;  // nothing left to do, yet not finished
+    report();
     for (auto &q : apps_) {
         r_.requester += q.a->counters();
         r_.responder += q.b->counters();
@@ -631,7 +864,27 @@ std::string validate(const SimConfig &c) {
             return "failure names plane " + std::to_string(fl.plane) + " that does not exist";
         if (fl.path >= int(f.paths_per_plane))
             return "failure names path " + std::to_string(fl.path) + " that does not exist";
+        if (fl.period_ns && (fl.for_ns == 0 || fl.for_ns >= fl.period_ns))
+            return "a flapping failure needs 0 < for_us < period_us";
+        if (fl.link < -1 || fl.link > 1) return "failure link must be 0 (senders) or 1 (receiver)";
+        if (fl.link >= 0 && fl.path >= 0) return "a link failure takes a whole plane: no path";
     }
+    for (const auto &pl : f.plane_limits) {
+        if (pl.plane < 0 || pl.plane >= int(f.planes))
+            return "plane limit names plane " + std::to_string(pl.plane) + " that does not exist";
+        if (pl.dir < 0 || pl.dir > 1) return "plane limit dir must be 0 or 1";
+        if (!(pl.gbps > 0)) return "plane limit gbps must be positive";
+    }
+    for (size_t i = 0; i < f.plane_limits.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+            if (f.plane_limits[i].plane == f.plane_limits[j].plane &&
+                f.plane_limits[i].dir == f.plane_limits[j].dir)
+                return "two plane limits for plane " + std::to_string(f.plane_limits[i].plane);
+    if (c.work.victims > 64) return "victims must be at most 64";
+    if (c.work.victims && c.work.victim_bytes < c.work.msg_bytes)
+        return "victim-bytes must be at least msg-bytes";
+    if (c.run_scorer && c.scorer.period_ns == 0) return "the scorer period must be positive";
+    if (c.series_ns && c.series_ns < 100) return "series buckets must be at least 100 ns";
     return {};
 }
 

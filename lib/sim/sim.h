@@ -21,6 +21,8 @@
 
 #include "core/config.h"
 #include "core/counters.h"
+#include "core/ev.h"
+#include "core/path.h"
 #include "core/qp.h"
 
 namespace mrc::sim {
@@ -42,12 +44,28 @@ struct Impairment {
 
 // A blackhole on a plane, or one path of it, from at_ns for for_ns (0: to
 // the end); in both directions unless dir says 0 (A -> B) or 1 (B -> A).
+// With period_ns the outage repeats: for_ns down, then up until the next
+// period starts (a flapping path). With link 0 or 1 it is a port failure
+// the hosts see: the plane's link of every sender (0) or of the receiver
+// (1) goes down, which also blackholes the plane both ways.
 struct Failure {
     int plane = 0;
     int path = -1;
     uint64_t at_ns = 0;
     uint64_t for_ns = 0;
     int dir = -1;
+    uint64_t period_ns = 0;
+    int link = -1;
+};
+
+// A plane with less capacity than its links: every path of the plane, in
+// direction dir, passes one more queue at `gbps` (its core) before the
+// last hop, which marks ECN above ecn_kb (0: never).
+struct PlaneLimit {
+    int plane = 0;
+    int dir = 0;
+    double gbps = 0;
+    uint32_t ecn_kb = 0;
 };
 
 struct FabricConfig {
@@ -58,9 +76,11 @@ struct FabricConfig {
     uint64_t delay_ns = 2000;      // one-way propagation over a path
     uint32_t queue_kb = 1024;      // drop-tail limit of every queue
     uint32_t lasthop_trim_kb = 0;  // last hop trims above this instead of dropping (0: drops)
+    uint32_t lasthop_ecn_kb = 0;   // last hop marks ECN above this (0: never, as in MRC fabrics)
     double loss = 0;  // random loss on every path, both directions (besides impairments)
     std::vector<Impairment> impairments;
     std::vector<Failure> failures;
+    std::vector<PlaneLimit> plane_limits;
 };
 
 struct WorkloadConfig {
@@ -70,6 +90,11 @@ struct WorkloadConfig {
     uint64_t total_bytes = 16ull << 20;  // over all QPs
     bool write_imm = false;              // WRITE_WITH_IMM instead of WRITE
     uint32_t depth = 8;                  // messages outstanding per QP
+    // Victims: extra QPs, each from a sender host of its own, that move
+    // victim_bytes each, starting at victim_start_ns (an incast's bystander).
+    uint32_t victims = 0;
+    uint64_t victim_bytes = 4ull << 20;
+    uint64_t victim_start_ns = 0;
 };
 
 struct SimConfig {
@@ -79,6 +104,49 @@ struct SimConfig {
     uint64_t seed = 1;
     uint64_t max_sim_ns = 2'000'000'000;  // give up (timed_out) after this much simulated time
     uint64_t timer_tick_ns = 1000;
+    // The control thread: every host scores its paths this often and
+    // applies the table (0: no scorer).
+    ScorerConfig scorer;
+    bool run_scorer = true;
+    // Goodput time series: bucket width (0: none).
+    uint64_t series_ns = 0;
+    // NSCC's line rate and base RTT from the fabric (planes x link rate, and
+    // the RTT of an unloaded path) instead of qp.cc.nscc's values.
+    bool derive_cc = true;
+};
+
+// The ECMP hash of the simulated fabric: which of `paths` an EV takes.
+inline uint32_t path_of(uint16_t ev, uint32_t paths) {
+    return ((uint32_t{ev} * 0x9e3779b1u) >> 16) % paths;
+}
+
+struct PlaneReport {
+    PlaneCounters counters;              // summed over the sender hosts
+    PlaneState state = PlaneState::kUp;  // first sender's scorer, at the end
+    PlaneScore score;
+    EvStateCounts evs;  // the requesters' EVs on this plane, at the end
+};
+
+struct QpReport {
+    bool victim = false;
+    uint64_t bytes = 0;  // delivered and compared
+    uint64_t start_ns = 0;
+    uint64_t done_ns = 0;  // last completion
+    double goodput_gbps = 0;
+};
+
+// One EV of a requester QP, at the end of the run.
+struct EvReport {
+    uint32_t qp = 0;
+    uint16_t ev = 0;
+    uint8_t plane = 0;
+    uint32_t path = 0;
+    EvState state = EvState::kGood;
+    bool active = false;
+    uint32_t failures = 0;
+    uint32_t revivals = 0;
+    uint64_t min_bad_ns = UINT64_MAX;
+    uint8_t probe_need = 0;  // probe replies its next revival takes (grows when it flaps)
 };
 
 struct SimResult {
@@ -110,8 +178,21 @@ struct SimResult {
     // dropped a transmission of the PSN whose budget ran out, or an ack or
     // NACK it triggered (the check that the error was earned).
     std::vector<uint32_t> error_psn_drops;
-    QpCounters requester;  // A's QPs, summed
-    QpCounters responder;  // B's QPs, summed
+    QpCounters requester;                  // A's QPs, summed
+    QpCounters responder;                  // B's QPs, summed
+    uint64_t max_queue_bytes = 0;          // deepest any fabric queue got
+    uint64_t max_lasthop_queue_bytes = 0;  // deepest a last-hop queue got
+    std::vector<PlaneReport> planes;
+    EvStateCounts ev_states;  // every requester EV, at the end
+    std::vector<QpReport> qps;
+    std::vector<EvReport> evs;
+    // With series_ns: per bucket, bytes placed at the receiver as Gb/s,
+    // data packets sent on each plane (series_plane_tx[bucket][plane]) and
+    // the deepest any fabric queue got.
+    uint64_t series_ns = 0;
+    std::vector<double> series_goodput_gbps;
+    std::vector<std::vector<uint64_t>> series_plane_tx;
+    std::vector<uint64_t> series_max_queue_bytes;
 };
 
 // Empty when the configuration can run; otherwise what is wrong with it.

@@ -67,7 +67,10 @@ class Harness {
         c.mtu_payload_bytes = 1024;
         c.mpr_units = 2;  // 256-PSN window
         c.max_inflight_pkts = 256;
-        c.evs = 8;
+        c.ev.evs = 8;
+        c.ev.backup_per_plane = 2;
+        c.ev.min_active = 2;
+        c.cc.algo = CcAlgo::kFixed;    // protocol mechanics; NSCC has tests of its own
         c.ack_every_bytes = 1u << 30;  // tests pick their ack triggers
         c.ack_req_every_pkts = 1u << 30;
         c.ack_delay_ns = 5000;
@@ -142,6 +145,15 @@ class Harness {
     uint64_t now_ns = 1'000'000;
     uint32_t planes_;
 };
+
+// Data packets only (WRITE and WRITE_IMM): what tests of retransmission
+// count, without the probes an EV health change may send alongside.
+inline std::vector<Frame> data_frames(const std::vector<Frame> &fs) {
+    std::vector<Frame> r;
+    for (const auto &f : fs)
+        if (f.parse().is_data()) r.push_back(f);
+    return r;
+}
 
 inline std::vector<Frame> only(const std::vector<Frame> &fs, wire::Opcode op) {
     std::vector<Frame> r;

@@ -100,38 +100,6 @@ TEST(TimerWheel, ReArmFromCallbackAndLargeJumps) {
     EXPECT_EQ(w.deadline(0), 1u);
 }
 
-TEST(EvSet, EvenSplitOverPlanesDistinctValues) {
-    EvSet s;
-    s.init(10, 4, 42);
-    EXPECT_EQ(s.size(), 12u) << "rounded up to a multiple of the planes";
-    std::set<uint16_t> seen;
-    uint32_t per_plane[4] = {};
-    for (uint32_t i = 0; i < s.size(); ++i) {
-        seen.insert(s.ev(i));
-        ++per_plane[s.plane_of(i)];
-        EXPECT_GE(s.ev(i), 1024);
-    }
-    EXPECT_EQ(seen.size(), s.size());
-    for (auto c : per_plane)
-        EXPECT_EQ(c, 3u);
-    std::set<uint16_t> rev;
-    for (uint8_t p = 0; p < 4; ++p)
-        for (uint32_t i = 0; i < EvSet::kReverseEvsPerPlane; ++i) {
-            EXPECT_EQ(seen.count(s.reverse_ev(p, i)), 0u) << "ack EVs are separate";
-            rev.insert(s.reverse_ev(p, i));
-        }
-    EXPECT_EQ(rev.size(), 4 * EvSet::kReverseEvsPerPlane);
-    const uint16_t r0 = s.next_reverse_ev(1);
-    EXPECT_NE(s.next_reverse_ev(1), r0) << "acks rotate over the reverse set";
-    for (int i = 0; i < 100; ++i)
-        EXPECT_NE(s.random_other_than(s.ev(3)).ev, s.ev(3));
-    EvSet a, b;
-    a.init(16, 2, 7);
-    b.init(16, 2, 7);
-    for (int i = 0; i < 40; ++i)
-        EXPECT_EQ(a.next().ev, b.next().ev) << "same seed, same order";
-}
-
 TEST(Ring, FifoWithFixedCapacity) {
     Ring<int> r;
     r.init(3);
@@ -166,6 +134,8 @@ TEST(Counters, DocsNameEveryCounter) {
     for (const auto &c : kEndpointCounterInfo)
         EXPECT_NE(doc.find(std::string("`") + c.name + "`"), std::string::npos) << c.name;
     for (const auto &c : kQpCounterInfo)
+        EXPECT_NE(doc.find(std::string("`") + c.name + "`"), std::string::npos) << c.name;
+    for (const auto &c : kPlaneCounterInfo)
         EXPECT_NE(doc.find(std::string("`") + c.name + "`"), std::string::npos) << c.name;
 }
 

@@ -53,7 +53,7 @@ TEST(Qp, InOrderMessageIsAckedOnceAtItsEndAndCompletes) {
     EXPECT_EQ(h.a.qp->inflight_bytes(), 0u);
 }
 
-TEST(Qp, SprayingAlternatesPlanesAndUsesManyEvs) {
+TEST(Qp, SprayingBalancesPlanesAndUsesManyEvs) {
     Harness h;
     ASSERT_EQ(h.write(64 * 1024), PostResult::kOk);
     auto data = h.drain(h.a);
@@ -63,13 +63,14 @@ TEST(Qp, SprayingAlternatesPlanesAndUsesManyEvs) {
     for (size_t i = 0; i < data.size(); ++i) {
         evs.insert(data[i].ev());
         ++per_plane[data[i].plane];
-        if (i) {
-            EXPECT_NE(data[i].plane, data[i - 1].plane) << "consecutive packets alternate planes";
+        if (i >= 2) {
+            EXPECT_FALSE(data[i].plane == data[i - 1].plane && data[i].plane == data[i - 2].plane)
+                << "rounds of one packet per plane: never three in a row on one";
         }
     }
     EXPECT_EQ(evs.size(), 8u) << "every EV of the set is used";
-    EXPECT_EQ(per_plane[0], 32u);
-    EXPECT_EQ(per_plane[1], 32u);
+    EXPECT_NEAR(per_plane[0], 32u, 1);
+    EXPECT_NEAR(per_plane[1], 32u, 1);
 }
 
 TEST(Qp, GapTriggersAnImmediateSackWithTheRightBits) {
@@ -125,11 +126,21 @@ TEST(Qp, DuplicateIsReackedAndNotWrittenTwice) {
     ASSERT_EQ(first.size(), 1u);
     std::fill(h.b.mem.begin(), h.b.mem.begin() + 1024, 0xee);  // would show a second write
     h.deliver(h.b, d[0]);
+    // The last ack was evidently lost: this one goes out on every reverse
+    // EV of the plane, in case the one it took is on a dead path.
     auto again = h.drain(h.b);
-    ASSERT_EQ(again.size(), 1u);
-    const auto s = sack_of(again[0]);
-    EXPECT_EQ(again[0].psn(), Psn(1001));
-    EXPECT_TRUE(s.flags & wire::kAckDuplicate);
+    ASSERT_EQ(again.size(), EvSet::kReverseEvsPerPlane);
+    std::set<uint16_t> reverse;
+    for (const auto &f : again) {
+        const auto s = sack_of(f);
+        EXPECT_EQ(f.psn(), Psn(1001));
+        EXPECT_TRUE(s.flags & wire::kAckDuplicate);
+        EXPECT_EQ(f.plane, d[0].plane);
+        reverse.insert(f.ev());
+    }
+    EXPECT_EQ(reverse.size(), EvSet::kReverseEvsPerPlane);
+    EXPECT_EQ(reverse.count(first[0].ev()), 0u) << "the lost ack's reverse EV was replaced";
+    EXPECT_EQ(h.b.qp->counters().tx_ack_copies, EvSet::kReverseEvsPerPlane - 1);
     EXPECT_EQ(h.b.qp->counters().rx_duplicates, 1u);
     EXPECT_EQ(h.b.qp->counters().rx_data_pkts, 1u);
     EXPECT_EQ(h.b.mem[0], 0xee) << "a duplicate must not be placed again";
@@ -216,9 +227,9 @@ TEST(Qp, ExponentialBackoffThenRetryExceededErrorsTheQp) {
     for (int attempt = 1; attempt <= 3; ++attempt) {
         const uint64_t deadline = sent_at + (rto << (attempt - 1));  // doubles after each timeout
         h.advance(deadline - 2000 - h.now_ns);
-        EXPECT_TRUE(h.drain(h.a).empty()) << "attempt " << attempt << ": too early";
+        EXPECT_TRUE(data_frames(h.drain(h.a)).empty()) << "attempt " << attempt << ": too early";
         h.advance(4000);  // timers fire within one 1 us tick of their deadline
-        auto r = h.drain(h.a);
+        auto r = data_frames(h.drain(h.a));
         EXPECT_EQ(r.size(), 2u) << "attempt " << attempt;
         sent_at = h.now_ns;
     }
@@ -246,9 +257,9 @@ TEST(Qp, LinearRetriesWaitTheSameEachTime) {
     const uint64_t rto = ack_timeout_ns(6);
     for (int attempt = 1; attempt <= 7; ++attempt) {  // the same wait every time
         h.advance(rto - 2000);
-        EXPECT_TRUE(h.drain(h.a).empty()) << attempt;
+        EXPECT_TRUE(data_frames(h.drain(h.a)).empty()) << attempt;
         h.advance(4000);
-        EXPECT_EQ(h.drain(h.a).size(), 1u) << attempt;
+        EXPECT_EQ(data_frames(h.drain(h.a)).size(), 1u) << attempt;
     }
     EXPECT_EQ(h.a.qp->state(), QpState::kRts);
     h.advance(rto + 2000);

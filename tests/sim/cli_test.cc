@@ -72,6 +72,35 @@ TEST(MrcSimCli, JsonHasTheInterfaceKeys) {
     EXPECT_GT(j["goodput_gbps"].get<double>(), 0);
 }
 
+TEST(MrcSimCli, MultipathKeysAndTimeSeries) {
+    const SimRun r = mrc_sim({"--planes", "4", "--qps", "2", "--total-bytes", "33554432",
+                              "--timeout-exp", "5", "--fail", "plane=3,at_us=300", "--plane-limit",
+                              "plane=1,gbps=50,ecn_kb=16", "--series-us", "100", "--json"});
+    ASSERT_EQ(r.rc, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.out;
+    for (const char *k : {"max_queue_bytes", "max_lasthop_queue_bytes", "ev_states",
+                          "ev_transitions", "planes", "qps", "series"})
+        EXPECT_TRUE(j.contains(k)) << k;
+    ASSERT_EQ(j["planes"].size(), 4u);
+    EXPECT_EQ(j["planes"][3]["state"], "DOWN");
+    EXPECT_EQ(j["planes"][0]["state"], "UP");
+    for (const char *k : {"tx_data_pkts", "acked_pkts", "ack_timeouts", "ev_states", "rtt_us"})
+        EXPECT_TRUE(j["planes"][0].contains(k)) << k;
+    uint64_t evs = 0;
+    for (const char *k : {"good", "skip", "assumed_bad", "denied"})
+        evs += j["ev_states"][k].get<uint64_t>();
+    EXPECT_EQ(evs, 2u * (64 + 4 * 8)) << "every EV of both QPs, active and spare";
+    EXPECT_GT(j["ev_states"]["assumed_bad"].get<uint64_t>(), 0u);
+    const auto &s = j["series"];
+    EXPECT_EQ(s["bucket_us"], 100.0);
+    ASSERT_GT(s["goodput_gbps"].size(), 5u);
+    EXPECT_EQ(s["plane_tx_pkts"].size(), s["goodput_gbps"].size());
+    EXPECT_EQ(s["plane_tx_pkts"][0].size(), 4u);
+    EXPECT_EQ(s["max_queue_bytes"].size(), s["goodput_gbps"].size());
+    EXPECT_GT(j["packets_ecn_marked"].get<uint64_t>(), 0u);
+}
+
 TEST(MrcSimCli, SameSeedSameJson) {
     const std::vector<std::string> a = {"--qps",  "2", "--total-bytes", "2097152", "--loss", "0.02",
                                         "--seed", "9", "--json"};
@@ -113,6 +142,15 @@ TEST(MrcSimCli, BadArgumentsAreNamed) {
         {{"--loss", "2"}, "loss"},
         {{"--retry-mode", "linear", "--retry-limit", "9"}, "at most 7"},
         {{"--no-such-flag"}, "no-such-flag"},
+        {{"--plane-limit", "plane=7,gbps=25"}, "plane 7"},
+        {{"--plane-limit", "plane=1"}, "gbps="},
+        {{"--fail", "plane=1,at_us=0,for_us=500,period_us=100"}, "for_us < period_us"},
+        {{"--fail", "plane=1,path=2,at_us=0,link=1"}, "whole plane"},
+        {{"--evs", "6"}, "split evenly"},
+        {{"--evs", "16", "--ev-floor", "20"}, "floor"},
+        {{"--cc", "fixed", "--cwnd-kb", "8"}, "smaller than one MTU"},
+        {{"--cc", "reno"}, "reno"},
+        {{"--probe-us", "0"}, "probe-us"},
     };
     for (const auto &c : cases) {
         const SimRun r = mrc_sim(c.args);

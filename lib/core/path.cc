@@ -1,0 +1,119 @@
+#include "core/path.h"
+
+#include <algorithm>
+
+namespace mrc {
+
+const char *to_string(PlaneState s) {
+    switch (s) {
+        case PlaneState::kUp:
+            return "UP";
+        case PlaneState::kDown:
+            return "DOWN";
+        case PlaneState::kDenied:
+            return "DENIED";
+        case PlaneState::kLinkDown:
+            return "LINK_DOWN";
+    }
+    return "?";
+}
+
+PathScorer::PathScorer(const ScorerConfig &cfg, uint8_t planes)
+    : cfg_(cfg), planes_(std::clamp<uint8_t>(planes, 1, kMaxPlanes)) {}
+
+void PathScorer::publish() {
+    ++table_.generation;
+}
+
+const PathTable &PathScorer::update(uint64_t /*now_ns*/, const PlaneCounters *c, const EvGauges &g,
+                                    uint8_t link_up_mask) {
+    uint64_t tx_all = 0;
+    for (uint8_t p = 0; p < planes_; ++p)
+        tx_all += c[p].tx_data_pkts + c[p].tx_retx_pkts -
+                  (have_prev_ ? prev_[p].tx_data_pkts + prev_[p].tx_retx_pkts : 0);
+    uint8_t down = table_.down_mask;
+    const double w = cfg_.ewma_weight;
+    for (uint8_t p = 0; p < planes_; ++p) {
+        const PlaneCounters &now = c[p];
+        const PlaneCounters before = have_prev_ ? prev_[p] : PlaneCounters{};
+        auto d = [](uint64_t a, uint64_t b) { return a - b; };
+        const uint64_t tx =
+            d(now.tx_data_pkts, before.tx_data_pkts) + d(now.tx_retx_pkts, before.tx_retx_pkts);
+        const uint64_t acks = d(now.rx_acks, before.rx_acks);
+        const uint64_t delivered = d(now.acked_pkts, before.acked_pkts);
+        const uint64_t ecn = d(now.rx_ecn_echoes, before.rx_ecn_echoes);
+        const uint64_t trims = d(now.rx_trims, before.rx_trims);
+        const uint64_t timeouts = d(now.ack_timeouts, before.ack_timeouts);
+        const uint64_t probes_ok = d(now.probes_ok, before.probes_ok);
+        const uint64_t probes_lost = d(now.probes_lost, before.probes_lost);
+        const uint64_t probes_sent = d(now.tx_probes, before.tx_probes);
+        const uint64_t rtt_n = d(now.rtt_samples, before.rtt_samples);
+        const uint64_t rtt_sum = d(now.rtt_sum_ns, before.rtt_sum_ns);
+
+        PlaneScore &s = score_[p];
+        auto blend = [w](double &avg, double v) { avg = avg == 0 ? v : (1 - w) * avg + w * v; };
+        if (rtt_n) blend(s.rtt_ns, double(rtt_sum) / double(rtt_n));
+        if (acks) blend(s.ecn_fraction, double(ecn) / double(acks));
+        if (tx) {
+            blend(s.trim_fraction, double(trims) / double(tx));
+            blend(s.timeout_fraction, double(timeouts) / double(tx));
+        }
+        if (tx_all) s.tx_share = (1 - w) * s.tx_share + w * double(tx) / double(tx_all);
+        s.evs_assumed_bad = g.assumed_bad[p];
+        s.evs_denied = g.denied[p];
+
+        const uint8_t bit = static_cast<uint8_t>(1u << p);
+        // Timeouts of this period or the one before (the last packets sent
+        // before a failure are still being acked in the period its first
+        // timeouts come in), and now nothing sent or probed gets through.
+        const bool failing_acks = timeouts + prev_timeouts_[p] >= cfg_.down_timeouts &&
+                                  delivered == 0 && probes_ok == 0 && tx + probes_sent > 0;
+        prev_timeouts_[p] = timeouts;
+        const bool failing_evs = g.total[p] > 0 && double(g.assumed_bad[p] + g.denied[p]) >=
+                                                       cfg_.fail_fraction * double(g.total[p]);
+        if (!(down & bit)) {
+            if (failing_acks || failing_evs) {
+                down |= bit;
+                ++s.down_events;
+            }
+        } else if (probes_ok >= cfg_.up_probe_replies && probes_lost == 0 && !failing_evs) {
+            down &= static_cast<uint8_t>(~bit);
+        }
+        if (table_.denied_mask & bit)
+            s.state = PlaneState::kDenied;
+        else if (!(link_up_mask & bit))
+            s.state = PlaneState::kLinkDown;
+        else
+            s.state = (down & bit) ? PlaneState::kDown : PlaneState::kUp;
+        prev_[p] = now;
+    }
+    have_prev_ = true;
+    if (down != table_.down_mask) {
+        table_.down_mask = down;
+        publish();
+    }
+    return table_;
+}
+
+void PathScorer::deny_plane(uint8_t plane, bool deny) {
+    if (plane >= planes_) return;
+    const uint8_t bit = static_cast<uint8_t>(1u << plane);
+    const uint8_t m = deny ? (table_.denied_mask | bit) : (table_.denied_mask & ~bit);
+    if (m == table_.denied_mask) return;
+    table_.denied_mask = m;
+    score_[plane].state = deny ? PlaneState::kDenied : PlaneState::kUp;
+    publish();
+}
+
+void PathScorer::deny_ev(uint32_t qpn, uint16_t ev, bool deny) {
+    auto &v = table_.denied_evs;
+    const auto it = std::find(v.begin(), v.end(), EvDenial{qpn, ev});
+    if (deny == (it != v.end())) return;
+    if (deny)
+        v.push_back(EvDenial{qpn, ev});
+    else
+        v.erase(it);
+    publish();
+}
+
+}  // namespace mrc
