@@ -7,8 +7,9 @@
 #     Ethernet/IPv4/UDP frames both ways, every frame checked byte for byte,
 #     checksums included;
 #  2. a multipath MRC transfer by the real transport core in mrc-sim: 4
-#     planes x 8 paths, one path of every plane blackholed, 0.1% loss, every
-#     byte compared at the end.
+#     planes x 8 paths, one path of every plane blackholed, 0.1% loss, and a
+#     whole plane blackholed for 1.5 ms in the middle; every byte compared
+#     at the end.
 # When mrc-gen lands, part 2 runs over real DPDK ports instead.
 #
 # Environment: MRC_DEMO_FRAMES (default 200000) frames per direction.
@@ -69,9 +70,11 @@ fi
 echo "-- every frame arrived intact both ways"
 
 echo "== mrc demo: MRC over a simulated fabric (build/app/mrc-sim): 4 planes x 8 paths at 100 Gb/s,"
-echo "   4 QPs writing 256 MiB, path 3 of every plane blackholed from the start, 0.1% random loss"
+echo "   4 QPs writing 256 MiB, path 3 of every plane blackholed from the start, 0.1% random loss,"
+echo "   and all of plane 2 blackholed from 1 ms to 2.5 ms"
 build/app/mrc-sim --planes 4 --paths-per-plane 8 --link-gbps 100 --delay-us 2 --qps 4 \
   --msg-bytes 1048576 --total-bytes 268435456 --loss 0.001 --timeout-exp 5 --seed 1 \
   --fail plane=0,path=3,at_us=0 --fail plane=1,path=3,at_us=0 \
-  --fail plane=2,path=3,at_us=0 --fail plane=3,path=3,at_us=0
+  --fail plane=2,path=3,at_us=0 --fail plane=3,path=3,at_us=0 \
+  --fail plane=2,at_us=1000,for_us=1500
 echo "== demo passed"
