@@ -306,8 +306,8 @@ int main(int argc, char **argv) {
         EndpointConfig ec;
         ec.planes = uint8_t(c.fabric.planes);
         ec.max_qps = 1;
-        Endpoint probe_ep(ec);
-        if (auto q = probe_ep.create_qp(c.qp); !q) return usage(q.error().message);
+        Endpoint check_ep(ec);
+        if (auto q = check_ep.create_qp(c.qp); !q) return usage(q.error().message);
     }
 
     const auto t0 = std::chrono::steady_clock::now();

@@ -277,7 +277,7 @@ class Qp {
     uint8_t advertised_status() const;
     void apply_peer_status(uint8_t status, uint64_t now_ns);
     uint8_t ack_plane(uint8_t trigger_plane) const;
-    // EV feedback from one ack or NACK that echoes `ev`.
+    // What a SACK echoing EV-set entry `entry` says about that EV and its plane.
     void ev_feedback(uint32_t entry, bool ecn, uint32_t rtt_ns, uint64_t now_ns);
     void count_cc(uint8_t verdict);
     void on_ev_timeout(TxSlot &s, uint64_t now_ns);

@@ -100,7 +100,7 @@ bool Qp::emit_data(TxPacket &pkt, Psn psn, bool retx, uint64_t now_ns, uint8_t t
         }
         s->timed_out = false;
         ++ctr_.tx_retx_pkts;
-        ++ep_->plane_ctr_[evs_.entry(ev_idx).plane].tx_retx_pkts;
+        ++ep_->plane_ctr_[plane].tx_retx_pkts;
     }
     const EvEntry &c = evs_.entry(ev_idx);
     if (c.state != EvState::kGood) ++ctr_.ev_fallbacks;
@@ -277,7 +277,6 @@ void Qp::on_nack(const wire::MrcPacket &p, uint64_t now_ns) {
     }
     peer_window_pkts_ = uint32_t{h.rwnd_units.get()} * wire::kPsnsPerWindowUnit;
     apply_peer_status(h.plane_status, now_ns);
-    if (state_ != QpState::kRts) return;
     if (!in_flight(psn) || slot(psn).acked) {
         ++ctr_.rx_nacks_stale;
         return;

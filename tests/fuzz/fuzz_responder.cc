@@ -5,7 +5,11 @@
 // its time on MRC, not on IP checksums) and delivered to both endpoints,
 // with time moving on. Invariants checked after every input:
 //   - no byte outside the registered region changed (guard zones);
-//   - the QPs' PSN state stays consistent.
+//   - the QPs' PSN state stays consistent;
+//   - the requester's per-plane bytes in flight add up to its total, every
+//     plane keeps a window of at least one MTU, and the EV gauges stay
+//     within [0, total] (hostile acks, NACKs, probe replies and
+//     plane-status bits included).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -114,5 +118,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             abort();  // wrote outside the region
     if (distance(w.qa->send_una(), w.qa->send_next()) < 0) abort();
     if (distance(Psn(0xfffff0), w.qb->expected_psn()) < 0) abort();
+    uint64_t by_plane = 0;
+    for (uint8_t p = 0; p < 2; ++p) {
+        by_plane += w.qa->plane_inflight_bytes(p);
+        if (w.qa->state() == QpState::kRts &&
+            w.qa->cc(p).window_bytes() < w.qa->config().mtu_payload_bytes)
+            abort();
+        const EvGauges &g = w.a->ev_gauges();
+        if (g.assumed_bad[p] < 0 || g.denied[p] < 0 || g.assumed_bad[p] > g.total[p]) abort();
+    }
+    if (by_plane != w.qa->inflight_bytes()) abort();
     return 0;
 }
