@@ -88,6 +88,9 @@ void EvSet::init(const EvConfig &cfg, uint32_t planes, uint64_t seed, EvGauges *
         e.probe_need = cfg.probe_successes;
         if (gauges_) ++gauges_->total[e.plane];
     }
+    for (uint32_t p = 0; p < kMaxPlanes; ++p)
+        good_active_[p] = static_cast<uint16_t>(p < planes_ ? per_plane_ : 0);
+    next_expiry_ns_ = UINT64_MAX;
     for (uint32_t p = 0; p < planes_; ++p)
         for (auto &r : reverse_[p])
             r = draw();
@@ -157,11 +160,33 @@ void EvSet::set_state(EvEntry &e, EvState s, uint64_t now_ns) {
         bad_.pop_back();
     }
     if (s == EvState::kAssumedBad) bad_.push_back(idx);
+    if (e.active) {
+        if (e.state == EvState::kGood) --good_active_[e.plane];
+        if (s == EvState::kGood) ++good_active_[e.plane];
+    }
     e.state = s;
     e.since_ns = now_ns;
 }
 
+void EvSet::expire_skips(uint64_t now_ns) {
+    next_expiry_ns_ = UINT64_MAX;
+    for (EvEntry &e : e_) {
+        if (e.state != EvState::kSkip) continue;
+        if (now_ns >= e.skip_until_ns)
+            set_state(e, EvState::kGood, now_ns);
+        else
+            next_expiry_ns_ = std::min(next_expiry_ns_, e.skip_until_ns);
+    }
+}
+
+// Cost: a few ns while GOOD EVs abound; when none is left on the allowed
+// planes (every path marked, say), the walk takes SKIP ones in turn rather
+// than scan the set for each packet.
 uint32_t EvSet::choose(uint64_t now_ns, uint8_t planes) {
+    if (now_ns >= next_expiry_ns_) expire_skips(now_ns);
+    bool any_good = false;
+    for (uint32_t p = 0; p < planes_; ++p)
+        any_good |= ((planes >> p) & 1) && good_active_[p] != 0;
     const auto n = static_cast<uint32_t>(order_.size());
     for (uint32_t t = 0; t < n; ++t) {
         const uint32_t i = active_[order_[cursor_]];
@@ -169,13 +194,9 @@ uint32_t EvSet::choose(uint64_t now_ns, uint8_t planes) {
             cursor_ = 0;
             reshuffle();
         }
-        EvEntry &e = e_[i];
+        const EvEntry &e = e_[i];
         if (!((planes >> e.plane) & 1)) continue;
-        if (e.state == EvState::kGood) return i;
-        if (e.state == EvState::kSkip && now_ns >= e.skip_until_ns) {
-            set_state(e, EvState::kGood, now_ns);
-            return i;
-        }
+        if (e.state == EvState::kGood || (!any_good && e.state == EvState::kSkip)) return i;
     }
     return pick(now_ns, cursor_, kNoEv, 0, planes);
 }
@@ -223,6 +244,7 @@ void EvSet::skip(EvEntry &e, uint64_t now_ns, uint64_t factor) {
     const uint32_t level = std::min<uint32_t>(e.skip_level, cfg_.skip_max_doublings);
     e.skip_until_ns = std::max(e.skip_until_ns, now_ns + ((cfg_.skip_ns * factor) << level));
     if (e.skip_level < 255) ++e.skip_level;
+    next_expiry_ns_ = std::min(next_expiry_ns_, e.skip_until_ns);
     set_state(e, EvState::kSkip, now_ns);
 }
 
@@ -266,6 +288,8 @@ void EvSet::swap_in(uint32_t a, uint32_t s) {
         }
     }
     active_[slot] = s;
+    if (e_[a].state == EvState::kGood) --good_active_[p];
+    if (e_[s].state == EvState::kGood) ++good_active_[p];
     e_[a].active = false;
     e_[s].active = true;
 }

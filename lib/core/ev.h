@@ -188,6 +188,8 @@ class EvSet {
 
   private:
     void set_state(EvEntry &e, EvState s, uint64_t now_ns);
+    // SKIP spells that ran out become GOOD (all of them, once the earliest is due).
+    void expire_skips(uint64_t now_ns);
     void skip(EvEntry &e, uint64_t now_ns, uint64_t factor);
     void reshuffle();
     // Moves spare `s` into the slot of active entry `a` of the same plane.
@@ -209,6 +211,10 @@ class EvSet {
     uint32_t spares_per_plane_ = 0;
     uint32_t planes_ = 1;
     uint32_t cursor_ = 0;
+    // Active GOOD EVs per plane, and when the earliest SKIP runs out: the
+    // walk never makes a pass in vain.
+    uint16_t good_active_[kMaxPlanes] = {};
+    uint64_t next_expiry_ns_ = UINT64_MAX;
     EvGauges *gauges_ = nullptr;
     uint16_t reverse_[kMaxPlanes][kReverseEvsPerPlane] = {};
     uint8_t reverse_cursor_[kMaxPlanes] = {};

@@ -205,6 +205,7 @@ class Qp {
     void on_sack(const wire::MrcPacket &p, uint64_t now_ns);
     void on_nack(const wire::MrcPacket &p, uint64_t now_ns);
     void mark_acked(TxSlot &s);
+    void settle_acked();
     void complete_wrs();
     void check_timeouts(uint64_t now_ns);
     void timeout_packet(Psn p, uint64_t now_ns);
@@ -313,7 +314,13 @@ class Qp {
     std::unique_ptr<CongestionControl> cc_[kMaxPlanes];
     uint64_t cwnd_[kMaxPlanes] = {};  // cc_[p]->window_bytes(), kept after every update
     uint64_t plane_inflight_[kMaxPlanes] = {};
-    uint32_t acked_by_plane_[kMaxPlanes] = {};  // bytes the ack being processed acknowledged
+    // What the ack being processed acknowledged on each plane (settle_acked).
+    struct AckedOnPlane {
+        uint32_t bytes = 0;
+        uint32_t pkts = 0;
+        uint64_t latest_sent_ns = 0;
+    };
+    AckedOnPlane acked_[kMaxPlanes];
     QpCounters ctr_;
 
     // multipath

@@ -148,9 +148,10 @@ void Qp::mark_acked(TxSlot &s) {
     s.acked = true;
     inflight_bytes_ -= s.len;
     plane_inflight_[s.plane] -= s.len;
-    acked_by_plane_[s.plane] += s.len;
-    ++ep_->plane_ctr_[s.plane].acked_pkts;
-    plane_delivered(s.plane, s.sent_ns);
+    AckedOnPlane &a = acked_[s.plane];
+    a.bytes += s.len;
+    ++a.pkts;
+    a.latest_sent_ns = std::max(a.latest_sent_ns, s.sent_ns);
     if (s.backoff) {
         s.backoff = false;
         for (auto &v : backoff_) {
@@ -160,6 +161,18 @@ void Qp::mark_acked(TxSlot &s) {
                 break;
             }
         }
+    }
+}
+
+// What one ack or NACK acknowledged, per plane, into the plane counters and
+// the planes' delivery record; once per ack, not per packet.
+void Qp::settle_acked() {
+    for (uint8_t p = 0; p < peer_.planes; ++p) {
+        AckedOnPlane &a = acked_[p];
+        if (a.pkts == 0) continue;
+        ep_->plane_ctr_[p].acked_pkts += a.pkts;
+        plane_delivered(p, a.latest_sent_ns);
+        a = AckedOnPlane{};
     }
 }
 
@@ -192,8 +205,6 @@ void Qp::on_sack(const wire::MrcPacket &p, uint64_t now_ns) {
         return;
     }
     const bool window_was_full = !can_send_new();
-    for (auto &b : acked_by_plane_)
-        b = 0;
     if (distance(snd_una_, cum) < 0) {
         ++ctr_.rx_sacks_stale;
     } else {
@@ -239,15 +250,16 @@ void Qp::on_sack(const wire::MrcPacket &p, uint64_t now_ns) {
     const uint8_t trigger_plane = trigger == kNoEv ? kMaxPlanes : evs_.entry(trigger).plane;
     for (uint8_t pl = 0; pl < peer_.planes; ++pl) {
         const bool signal = pl == trigger_plane;
-        if (!signal && acked_by_plane_[pl] == 0) continue;
+        if (!signal && acked_[pl].bytes == 0) continue;
         AckSample a;
         a.now_ns = now_ns;
-        a.acked_bytes = acked_by_plane_[pl];
+        a.acked_bytes = acked_[pl].bytes;
         a.rtt_ns = signal ? rtt_ns : 0;
         a.ecn = signal && ecn;
         count_cc(cc_[pl]->on_ack(a));
         cwnd_[pl] = cc_[pl]->window_bytes();
     }
+    settle_acked();
     if (trigger != kNoEv) ev_feedback(trigger, ecn, rtt_ns, now_ns);
     apply_peer_status(h.plane_status, now_ns);
     complete_wrs();
@@ -273,6 +285,7 @@ void Qp::on_nack(const wire::MrcPacket &p, uint64_t now_ns) {
             }
             ++snd_una_;
         }
+        settle_acked();
         complete_wrs();
     }
     peer_window_pkts_ = uint32_t{h.rwnd_units.get()} * wire::kPsnsPerWindowUnit;
