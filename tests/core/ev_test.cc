@@ -150,6 +150,32 @@ TEST(EvSet, EcnSkipsTheEvForAWhileDoublingWhileMarksContinue) {
     EXPECT_EQ(s.entry(f).skip_until_ns, uint64_t{c.trim_skip_factor} * 1000);
 }
 
+TEST(EvSet, WithEveryEvInSkipTheWalkTakesThemInTurn) {
+    EvConfig c = cfg(8, 0, 1);
+    c.skip_ns = 1000;
+    EvSet s;
+    s.init(c, 2, 12);
+    for (uint32_t k = 0; k < s.active_size(); ++k)
+        (void)s.on_ecn(s.active_entry(uint8_t(k % 2), k / 2), 0);
+    std::map<uint32_t, int> used;
+    for (int k = 0; k < 32; ++k) {
+        const uint32_t e = s.choose(10, kAll);
+        EXPECT_EQ(s.entry(e).state, EvState::kSkip);
+        ++used[e];
+    }
+    EXPECT_EQ(used.size(), 8u) << "spread over all of them, not pinned on one";
+    for (const auto &[e, n] : used)
+        EXPECT_LE(n, 5) << e;
+    // One EV's SKIP runs out first: from then on only GOOD ones are taken.
+    const uint32_t first = s.active_entry(0, 0);
+    (void)s.on_ecn(s.active_entry(0, 1), 0);  // the others marked again: longer
+    for (uint32_t k = 0; k < s.active_size(); ++k)
+        if (s.active_entry(uint8_t(k % 2), k / 2) != first)
+            (void)s.on_ecn(s.active_entry(uint8_t(k % 2), k / 2), 500);
+    for (int k = 0; k < 8; ++k)
+        EXPECT_EQ(s.choose(1200, kAll), first);
+}
+
 TEST(EvSet, TimeoutRetiresTheEvAndASpareOfItsPlaneTakesTheSlot) {
     EvGauges g;
     EvSet s;
