@@ -10,8 +10,10 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -49,99 +51,70 @@ bool to_double(const std::string &s, double &v) {
     }
 }
 
-std::string parse_impair(const std::string &spec, sim::Impairment &im) {
+// One key of a 'key=number,...' spec and where its number goes.
+struct Key {
+    const char *name;
+    std::function<void(double)> set;
+    bool required = false;
+    bool may_be_negative = false;
+};
+
+// Parses `spec` against `keys`: every key known, a number, not negative
+// unless allowed, the required ones present. Returns the error, or empty.
+std::string parse_keys(const std::string &spec, const std::vector<Key> &keys) {
     std::map<std::string, std::string> kv;
     std::string err;
     if (!parse_kv(spec, kv, err)) return err;
-    for (const auto &[k, v] : kv) {
+    for (const Key &k : keys)
+        if (k.required && !kv.count(k.name)) return fmt::format("needs {}=", k.name);
+    for (const auto &[name, v] : kv) {
+        const auto key =
+            std::find_if(keys.begin(), keys.end(), [&](const Key &k) { return name == k.name; });
+        if (key == keys.end()) {
+            std::string names;
+            for (const Key &k : keys)
+                names += (names.empty() ? "" : ", ") + std::string(k.name);
+            return fmt::format("unknown key '{}' ({})", name, names);
+        }
         double d;
-        if (!to_double(v, d)) return fmt::format("{}={}: not a number", k, v);
-        if (k == "plane")
-            im.plane = int(d);
-        else if (k == "path")
-            im.path = int(d);
-        else if (k == "dir")
-            im.dir = int(d);
-        else if (k == "loss")
-            im.loss = d;
-        else if (k == "burst")
-            im.burst_enter = d;
-        else if (k == "burst_exit")
-            im.burst_exit = d;
-        else if (k == "ecn_kb")
-            im.ecn_kb = uint32_t(d);
-        else if (k == "trim_kb")
-            im.trim_kb = uint32_t(d);
-        else if (k == "dup")
-            im.dup = d;
-        else if (k == "reorder")
-            im.reorder = d;
-        else if (k == "reorder_us")
-            im.reorder_ns = uint64_t(d * 1000);
-        else
-            return fmt::format(
-                "unknown key '{}' (plane, path, dir, loss, burst, burst_exit, ecn_kb, trim_kb, "
-                "dup, reorder, reorder_us)",
-                k);
-        if (d < 0 && k != "plane" && k != "path" && k != "dir")
-            return fmt::format("{}={}: must not be negative", k, v);
+        if (!to_double(v, d)) return fmt::format("{}={}: not a number", name, v);
+        if (d < 0 && !key->may_be_negative)
+            return fmt::format("{}={}: must not be negative", name, v);
+        key->set(d);
     }
     return {};
+}
+
+std::string parse_impair(const std::string &spec, sim::Impairment &im) {
+    return parse_keys(spec,
+                      {{"plane", [&](double d) { im.plane = int(d); }, false, true},
+                       {"path", [&](double d) { im.path = int(d); }, false, true},
+                       {"dir", [&](double d) { im.dir = int(d); }, false, true},
+                       {"loss", [&](double d) { im.loss = d; }},
+                       {"burst", [&](double d) { im.burst_enter = d; }},
+                       {"burst_exit", [&](double d) { im.burst_exit = d; }},
+                       {"ecn_kb", [&](double d) { im.ecn_kb = uint32_t(d); }},
+                       {"trim_kb", [&](double d) { im.trim_kb = uint32_t(d); }},
+                       {"dup", [&](double d) { im.dup = d; }},
+                       {"reorder", [&](double d) { im.reorder = d; }},
+                       {"reorder_us", [&](double d) { im.reorder_ns = uint64_t(d * 1000); }}});
 }
 
 std::string parse_fail(const std::string &spec, sim::Failure &f) {
-    std::map<std::string, std::string> kv;
-    std::string err;
-    if (!parse_kv(spec, kv, err)) return err;
-    if (!kv.count("plane")) return "needs plane=";
-    if (!kv.count("at_us")) return "needs at_us=";
-    for (const auto &[k, v] : kv) {
-        double d;
-        if (!to_double(v, d)) return fmt::format("{}={}: not a number", k, v);
-        if (d < 0) return fmt::format("{}={}: must not be negative", k, v);
-        if (k == "plane")
-            f.plane = int(d);
-        else if (k == "path")
-            f.path = int(d);
-        else if (k == "at_us")
-            f.at_ns = uint64_t(d * 1000);
-        else if (k == "for_us")
-            f.for_ns = uint64_t(d * 1000);
-        else if (k == "dir")
-            f.dir = int(d);
-        else if (k == "period_us")
-            f.period_ns = uint64_t(d * 1000);
-        else if (k == "link")
-            f.link = int(d);
-        else
-            return fmt::format(
-                "unknown key '{}' (plane, path, dir, at_us, for_us, period_us, link)", k);
-    }
-    return {};
+    return parse_keys(spec, {{"plane", [&](double d) { f.plane = int(d); }, true},
+                             {"path", [&](double d) { f.path = int(d); }},
+                             {"dir", [&](double d) { f.dir = int(d); }},
+                             {"at_us", [&](double d) { f.at_ns = uint64_t(d * 1000); }, true},
+                             {"for_us", [&](double d) { f.for_ns = uint64_t(d * 1000); }},
+                             {"period_us", [&](double d) { f.period_ns = uint64_t(d * 1000); }},
+                             {"link", [&](double d) { f.link = int(d); }}});
 }
 
 std::string parse_limit(const std::string &spec, sim::PlaneLimit &l) {
-    std::map<std::string, std::string> kv;
-    std::string err;
-    if (!parse_kv(spec, kv, err)) return err;
-    if (!kv.count("plane")) return "needs plane=";
-    if (!kv.count("gbps")) return "needs gbps=";
-    for (const auto &[k, v] : kv) {
-        double d;
-        if (!to_double(v, d)) return fmt::format("{}={}: not a number", k, v);
-        if (d < 0) return fmt::format("{}={}: must not be negative", k, v);
-        if (k == "plane")
-            l.plane = int(d);
-        else if (k == "gbps")
-            l.gbps = d;
-        else if (k == "ecn_kb")
-            l.ecn_kb = uint32_t(d);
-        else if (k == "dir")
-            l.dir = int(d);
-        else
-            return fmt::format("unknown key '{}' (plane, gbps, ecn_kb, dir)", k);
-    }
-    return {};
+    return parse_keys(spec, {{"plane", [&](double d) { l.plane = int(d); }, true},
+                             {"gbps", [&](double d) { l.gbps = d; }, true},
+                             {"ecn_kb", [&](double d) { l.ecn_kb = uint32_t(d); }},
+                             {"dir", [&](double d) { l.dir = int(d); }}});
 }
 
 const char *state_key(EvState s) {

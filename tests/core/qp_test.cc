@@ -179,18 +179,6 @@ TEST(Qp, TrimmedPacketIsNackedAndResentAtOnceOnAnotherEv) {
     EXPECT_TRUE(h.placed(2048));
 }
 
-TEST(Qp, LastHopTrimHasItsOwnReason) {
-    Harness h;
-    ASSERT_EQ(h.write(1024), PostResult::kOk);
-    auto d = h.drain(h.a);
-    Frame t = d[0];
-    t.bytes.resize(wire::trim_data_packet(t.bytes.data(), uint32_t(t.bytes.size()), true));
-    h.deliver(h.b, t);
-    auto n = h.drain(h.b);
-    ASSERT_EQ(n.size(), 1u);
-    EXPECT_EQ(nack_of(n[0]).reason, uint8_t(wire::NackReason::kTrimmedLastHop));
-}
-
 TEST(Qp, TimeoutResendsOnlyTheLostPsnOnAnotherEv) {
     Harness h;
     ASSERT_EQ(h.write(4096), PostResult::kOk);

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <string>
 
-#include "sim/sim.h"
+#include "fabric.h"
 
 namespace mrc::sim {
 namespace {
@@ -17,17 +17,7 @@ namespace {
 constexpr uint64_t kUs = 1000;
 
 SimConfig fabric4x8() {
-    SimConfig c;
-    c.fabric.planes = 4;
-    c.fabric.paths_per_plane = 8;
-    c.fabric.link_gbps = 100;
-    c.fabric.delay_ns = 2000;
-    c.work.qps = 4;
-    c.work.msg_bytes = 256 * 1024;
-    c.work.total_bytes = 256ull << 20;
-    c.work.depth = 8;
-    c.qp.retry.timeout_exp = 5;  // 33 us against a ~6.5 us RTT
-    return c;
+    return sim::fabric4x8(256ull << 20);
 }
 
 void record(const char *key, double v) {

@@ -2,23 +2,13 @@
 // 4 planes x 8 paths at 100 Gb/s per plane.
 #include <gtest/gtest.h>
 
-#include "sim/sim.h"
+#include "fabric.h"
 
 namespace mrc::sim {
 namespace {
 
 SimConfig base() {
-    SimConfig c;
-    c.fabric.planes = 4;
-    c.fabric.paths_per_plane = 8;
-    c.fabric.link_gbps = 100;
-    c.fabric.delay_ns = 2000;
-    c.work.qps = 4;
-    c.work.msg_bytes = 256 * 1024;
-    c.work.total_bytes = 64ull << 20;
-    c.work.depth = 8;
-    c.qp.retry.timeout_exp = 5;  // 33 us against a ~5 us RTT
-    return c;
+    return fabric4x8(64ull << 20);
 }
 
 TEST(SimScenario, CleanFabricRunsNearLineRate) {
