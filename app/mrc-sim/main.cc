@@ -67,7 +67,8 @@ std::string parse_keys(const std::string &spec, const std::vector<Key> &keys) {
     if (!parse_kv(spec, kv, err)) return err;
     for (const Key &k : keys)
         if (k.required && !kv.count(k.name)) return fmt::format("needs {}=", k.name);
-    for (const auto &[name, v] : kv) {
+    for (const auto &item : kv) {
+        const std::string &name = item.first, &v = item.second;
         const auto key =
             std::find_if(keys.begin(), keys.end(), [&](const Key &k) { return name == k.name; });
         if (key == keys.end()) {
