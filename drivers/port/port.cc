@@ -343,6 +343,12 @@ LinkState Port::wait_link_up(uint32_t timeout_ms) {
     return s;
 }
 
+void Port::stop() {
+    if (!started_) return;
+    rte_eth_dev_stop(id_);
+    started_ = false;
+}
+
 PortCounters Port::counters() const {
     rte_eth_stats st{};
     PortCounters c;

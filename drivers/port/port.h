@@ -126,6 +126,9 @@ class Port {
     uint64_t link_events() const { return link_events_.load(std::memory_order_relaxed); }
 
     PortCounters counters() const;
+    // Stops the device (a memif peer sees its link go down). Only when no
+    // thread polls its queues any more.
+    void stop();
 
     // ---- per-packet path ----
     uint16_t rx_burst(uint16_t queue, rte_mbuf **pkts, uint16_t n) const {

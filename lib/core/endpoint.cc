@@ -82,9 +82,9 @@ void Endpoint::apply_path_table(const PathTable &t, uint64_t now_ns) {
     // EV denials: allow what is no longer listed, deny what is new.
     for (const EvDenial &d : applied_denials_)
         if (std::find(t.denied_evs.begin(), t.denied_evs.end(), d) == t.denied_evs.end())
-            if (Qp *q = qp(d.qpn)) q->set_ev_denied(d.ev, false, now_ns);
+            if (Qp *q = qp_by_wire(d.qpn)) q->set_ev_denied(d.ev, false, now_ns);
     for (const EvDenial &d : t.denied_evs)
-        if (Qp *q = qp(d.qpn)) q->set_ev_denied(d.ev, true, now_ns);
+        if (Qp *q = qp_by_wire(d.qpn)) q->set_ev_denied(d.ev, true, now_ns);
     applied_denials_ = t.denied_evs;
 }
 
@@ -118,7 +118,7 @@ void Endpoint::on_packet(const uint8_t *head, uint32_t head_len, const uint8_t *
             ++ctr_.rx_malformed;
         return;
     }
-    Qp *q = qp(p.dst_qpn);
+    Qp *q = qp_by_wire(p.dst_qpn);
     if (q == nullptr) {
         ++ctr_.rx_unknown_qpn;
         return;

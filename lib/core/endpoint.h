@@ -31,6 +31,11 @@ struct EndpointConfig {
     uint32_t timer_slots = 4096;  // power of two; one revolution = slots * tick
     uint32_t qp_tx_burst = 16;    // packets one QP may emit before the next QP's turn
     wire::Checksums checksums = wire::Checksums::kSkip;  // the port layer checks them
+    // The QPN peers use for local QP n is qpn_base + n: endpoints that
+    // share ports (one per worker) take disjoint ranges, so the dataplane
+    // finds a packet's owner from its QPN alone. qpn_base + max_qps must
+    // fit the 24-bit wire QPN (the dataplane checks it).
+    uint32_t qpn_base = 0;
 };
 
 class Endpoint {
@@ -47,6 +52,12 @@ class Endpoint {
     Result<Qp *> create_qp(const QpConfig &cfg);
     Result<void> destroy_qp(uint32_t qpn);
     Qp *qp(uint32_t qpn) { return qpn < qps_.size() ? qps_[qpn].get() : nullptr; }
+    // The QPN peers send to (and path-table denials name) for a local QP,
+    // and back.
+    uint32_t wire_qpn(const Qp &q) const { return cfg_.qpn_base + q.qpn(); }
+    Qp *qp_by_wire(uint32_t wire_qpn) {
+        return wire_qpn < cfg_.qpn_base ? nullptr : qp(wire_qpn - cfg_.qpn_base);
+    }
     MrTable &mrs() { return mrs_; }
     const MrTable &mrs() const { return mrs_; }
 

@@ -22,19 +22,21 @@ struct LoopbackPair {
 
     // a sends from a_start, b from b_start; each expects the other's.
     explicit LoopbackPair(const QpConfig &cfg = {}, uint8_t planes = 2, Psn a_start = Psn(0),
-                          Psn b_start = Psn(0)) {
+                          Psn b_start = Psn(0), uint32_t a_qpn_base = 0, uint32_t b_qpn_base = 0) {
         EndpointConfig ec;
         ec.planes = planes;
         ec.max_qps = 4;
+        ec.qpn_base = a_qpn_base;
         a = std::make_unique<Endpoint>(ec);
+        ec.qpn_base = b_qpn_base;
         b = std::make_unique<Endpoint>(ec);
         qa = a->create_qp(cfg).value();
         qb = b->create_qp(cfg).value();
         (void)qa->to_init(kPd);
         (void)qb->to_init(kPd);
         QpPeer pa, pb;
-        pa.dst_qpn = qb->qpn();
-        pb.dst_qpn = qa->qpn();
+        pa.dst_qpn = b->wire_qpn(*qb);
+        pb.dst_qpn = a->wire_qpn(*qa);
         pa.planes = pb.planes = planes;
         for (uint32_t p = 0; p < planes; ++p) {
             pa.path[p].src_ip = pb.path[p].dst_ip = a_ip(p);

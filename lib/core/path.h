@@ -38,7 +38,7 @@ enum class PlaneState : uint8_t { kUp, kDown, kDenied, kLinkDown };
 const char *to_string(PlaneState s);
 
 struct EvDenial {
-    uint32_t qpn = 0;
+    uint32_t qpn = 0;  // as on the wire (Endpoint::wire_qpn)
     uint16_t ev = 0;
     friend bool operator==(const EvDenial &, const EvDenial &) = default;
 };

@@ -576,5 +576,48 @@ TEST(QpState, BadConfigurationsAreRefused) {
     EXPECT_FALSE(ep.create_qp(c).ok());
 }
 
+
+// Endpoints that share ports (one per dataplane worker) hand out QPNs from
+// disjoint ranges; a packet reaches a QP only by the QPN peers were told.
+TEST(Qp, QpnBaseSeparatesEndpointsOnTheWire) {
+    LoopbackPair pair(Harness::small_config(), 2, Psn(0), Psn(0), 0x10000, 0x20000);
+    EXPECT_EQ(pair.a->wire_qpn(*pair.qa), 0x10000u + pair.qa->qpn());
+    EXPECT_EQ(pair.b->qp_by_wire(0x20000 + pair.qb->qpn()), pair.qb);
+    EXPECT_EQ(pair.b->qp_by_wire(pair.qb->qpn()), nullptr) << "a local QPN is not a wire QPN";
+    std::vector<uint8_t> src(4096, 0x5a), dst(4096, 0);
+    const uint32_t rkey = pair.b->mrs()
+                              .register_region(dst.data(), dst.size(), kAccessRemoteWrite,
+                                               LoopbackPair::kPd)
+                              .value();
+    WriteRequest w;
+    w.local = src.data();
+    w.length = 4096;
+    w.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+    w.rkey = rkey;
+    ASSERT_EQ(pair.qa->post_write(w), PostResult::kOk);
+    uint8_t hdrs[16][wire::kMaxHdrBytes];
+    TxPacket tx[16];
+    for (auto &t : tx)
+        t.hdr = &hdrs[&t - tx][0];
+    const uint32_t n = pair.a->poll_tx(tx, 16, 1000);
+    ASSERT_EQ(n, 4u);
+    std::vector<uint8_t> frame;
+    for (uint32_t i = 0; i < n; ++i) {
+        frame.assign(tx[i].hdr, tx[i].hdr + tx[i].hdr_len);
+        frame.insert(frame.end(), tx[i].payload, tx[i].payload + tx[i].payload_len);
+        pair.b->on_packet(frame.data(), uint32_t(frame.size()), tx[i].plane, 2000);
+    }
+    EXPECT_EQ(pair.qb->counters().rx_data_pkts, 4u);
+    EXPECT_EQ(dst, src);
+    // The same frame with the local QPN in it is refused as unknown.
+    wire::MrcPacket p;
+    ASSERT_EQ(wire::parse_mrc(frame.data(), uint32_t(frame.size()), wire::kDefaultMrcPort, &p),
+              wire::MrcError::kOk);
+    frame[wire::kEthIpv4UdpBytes + 5] = 0;
+    frame[wire::kEthIpv4UdpBytes + 6] = 0;
+    pair.b->on_packet(frame.data(), uint32_t(frame.size()), 0, 3000);
+    EXPECT_EQ(pair.b->counters().rx_unknown_qpn, 1u);
+}
+
 }  // namespace
 }  // namespace mrc::test

@@ -1,0 +1,293 @@
+// The dataplane: the transport core on DPDK ports.
+//
+// One port per plane. Poll-mode workers (EAL worker lcores) each own an
+// Endpoint (their QPs, memory regions and timers) and one RX and one TX
+// queue on every port, and run to completion:
+//
+//   RX bursts from every port -> demultiplex by QPN -> core -> due timers
+//     -> the application's poll (post work, reap completions) -> TX bursts
+//
+// A frame that lands on a worker that does not own its QP (a device that
+// cannot steer by QPN) goes to the owner over a lock-free single-producer
+// single-consumer ring. A control thread (an ordinary thread, not a busy
+// lcore) reads the workers' counters through snapshots, runs the core's
+// path scorer, publishes the path table, and turns link-state changes of
+// the ports into plane failures. It never touches packets.
+//
+// Everything the worker threads share with other threads is listed in
+// Worker below (marked "shared"); the rest is owned by one thread.
+#pragma once
+
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/result.h"
+#include "core/endpoint.h"
+#include "core/path.h"
+#include "dataplane/clock.h"
+#include "dataplane/counters.h"
+#include "dataplane/seqlock.h"
+#include "port/port.h"
+
+namespace mrc::dp {
+
+enum class IdleMode : uint8_t {
+    kBusy,   // poll without pause: lowest latency, one core per worker (benchmarks)
+    kSleep,  // after `idle_polls` empty polls, sleep `idle_sleep_us`: shares a core
+};
+
+struct DataplaneConfig {
+    std::vector<std::string> ports;  // one device per plane (port.h PortOptions::device)
+    uint16_t mtu_bytes = 1500;       // IP MTU of every port
+    uint16_t rx_desc = 1024;
+    uint16_t tx_desc = 1024;
+    uint16_t burst = 32;
+    uint32_t max_qps_per_worker = 1024;
+    uint32_t max_mrs = 1024;
+    uint16_t mrc_port = wire::kDefaultMrcPort;
+    // UDP checksums: computed on transmit (offloaded where the port can)
+    // and checked on receive. Off: sent as 0 ("none", legal for IPv4 UDP)
+    // and not checked; the IPv4 header checksum is always checked.
+    bool udp_checksum = true;
+    // Transmit the payload straight from registered memory (an external
+    // buffer mbuf chained after the header) instead of copying it. Only
+    // for devices that read by virtual address (virtual devices) or when
+    // registered memory is DMA-mapped. docs/dataplane.md has the numbers.
+    bool zero_copy_tx = false;
+    // Mark CE on ECN-capable frames received while the RX ring is backed
+    // up: after this many full bursts in a row (0: never). The receiving
+    // host is the last hop of a software path; this is its ECN threshold.
+    uint32_t ecn_full_bursts = 2;
+    IdleMode idle = IdleMode::kBusy;
+    uint32_t idle_polls = 1024;
+    uint32_t idle_sleep_us = 20;
+    uint32_t link_wait_ms = 10'000;  // how long start() waits for every link to come up
+    bool run_scorer = true;
+    ScorerConfig scorer;
+    uint64_t timer_tick_ns = 1000;
+    uint64_t link_poll_ns = 1'000'000;  // control thread: link state of every port
+    uint64_t qp_snapshot_ns = 1'000'000;
+    // EAL lcores to run workers on; empty: every EAL worker lcore.
+    std::vector<unsigned> worker_lcores;
+    std::string name = "mrc";  // prefix of pool and ring names
+};
+
+// What a worker publishes for other threads.
+struct WorkerSnapshot {
+    uint64_t now_ns = 0;
+    WorkerCounters worker;
+    EndpointCounters endpoint;
+    PlaneCounters planes[kMaxPlanes];
+    EvGauges gauges;
+    uint64_t port_tx_pkts[kMaxPlanes] = {};  // frames this worker sent on each port
+    uint64_t port_rx_pkts[kMaxPlanes] = {};
+    uint64_t link_up_mask = 0;
+    uint64_t table_generation = 0;
+};
+// Slower (every qp_snapshot_ns): per-QP state, and their counters summed.
+struct QpSnapshot {
+    uint32_t wire_qpn = 0;
+    uint8_t live = 0;
+    uint8_t state = 0;  // QpState
+    uint8_t error_cause = 0;
+    uint8_t usable_planes = 0;
+    uint64_t window_bytes = 0;
+    uint64_t inflight_bytes = 0;
+    uint32_t ev_states[kEvStates] = {};
+    uint32_t pad = 0;
+    QpCounters c;
+};
+struct QpSummary {
+    uint64_t qps = 0;
+    uint64_t qps_error = 0;
+    QpCounters sum;
+};
+
+class Worker;
+
+// The application's share of each worker loop iteration, called on the
+// worker's lcore after RX and timers and before TX: post work requests,
+// reap completions. Returns how much it did (0: nothing; counts toward
+// idle detection).
+class WorkerApp {
+  public:
+    virtual ~WorkerApp() = default;
+    virtual uint32_t poll(Worker &w, uint64_t now_ns) = 0;
+};
+
+class Dataplane;
+
+class Worker {
+  public:
+    uint32_t index() const { return index_; }
+    unsigned lcore() const { return lcore_; }
+    // Owner thread only, or before start() / after stop().
+    Endpoint &endpoint() { return *ep_; }
+    void set_app(WorkerApp *app) { app_ = app; }
+    const WorkerCounters &counters() const { return ctr_; }
+    const TscClock &clock() const { return *clock_; }
+
+    // Any thread.
+    bool snapshot(WorkerSnapshot *out) const { return snap_.load(out); }
+    bool qp_summary(QpSummary *out) const { return qp_sum_.load(out); }
+    // Snapshot of local QP slot i (i < max_qps_per_worker).
+    bool qp_snapshot(uint32_t i, QpSnapshot *out) const { return qp_snaps_[i].load(out); }
+
+  private:
+    friend class Dataplane;
+    struct TxQueue {
+        rte_mbuf *m[128];
+        uint16_t n = 0;
+    };
+    static constexpr uint16_t kTxQueueCap = 128;
+
+    Worker(Dataplane *dp, uint32_t index, unsigned lcore, const EndpointConfig &ec,
+           uint32_t max_qps);
+    int run();
+    static int launch(void *arg) { return static_cast<Worker *>(arg)->run(); }
+    void rx_port(uint8_t plane, uint64_t now_ns);
+    void rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_ns);
+    uint32_t rx_handoff(uint64_t now_ns);
+    uint32_t tx(uint64_t now_ns);
+    bool attach_payload(rte_mbuf *hdr, const TxPacket &t);
+    void flush(uint8_t plane);
+    void control(uint64_t now_ns);
+    void publish(uint64_t now_ns);
+    void publish_qps(uint64_t now_ns);
+    void drain();
+
+    Dataplane *dp_;
+    uint32_t index_;
+    unsigned lcore_;
+    const TscClock *clock_ = nullptr;
+    std::unique_ptr<Endpoint> ep_;
+    WorkerApp *app_ = nullptr;
+    WorkerCounters ctr_;
+    uint64_t port_tx_[kMaxPlanes] = {};
+    uint64_t port_rx_[kMaxPlanes] = {};
+    TxQueue txq_[kMaxPlanes];
+    TxPacket tx_out_[64];  // poll_tx's output, reused (not rebuilt every call)
+    std::vector<rte_mbuf *> stash_;  // pre-allocated mbufs for the next poll_tx
+    uint8_t port_enabled_ = 0;       // ports this worker still polls (not cut)
+    uint8_t link_mask_ = 0;
+    uint64_t table_gen_applied_ = 0;
+    uint64_t next_tick_ns_ = 0;
+    uint64_t next_control_ns_ = 0;
+    uint64_t next_qp_snap_ns_ = 0;
+    uint32_t empty_polls_ = 0;
+    uint32_t full_bursts_ = 0;
+    bool mark_ce_ = false;
+
+    // ---- shared ----
+    // rings_in_[src]: frames worker src received for this worker's QPs.
+    std::vector<rte_ring *> rings_in_;
+    Seqlock<WorkerSnapshot> snap_;
+    Seqlock<QpSummary> qp_sum_;
+    std::unique_ptr<Seqlock<QpSnapshot>[]> qp_snaps_;
+    std::atomic<uint64_t> table_gen_seen_{0};  // last path-table generation applied
+    std::atomic<uint8_t> cut_ack_{0};          // ports this worker stopped using
+};
+
+// Published by the control thread.
+struct ControlSnapshot {
+    uint64_t now_ns = 0;
+    uint64_t rounds = 0;
+    uint64_t link_up_mask = 0;
+    uint64_t link_events = 0;  // link changes seen, all ports
+    uint64_t table_generation = 0;
+    uint64_t down_mask = 0;
+    uint64_t denied_mask = 0;
+    PlaneScore score[kMaxPlanes];
+};
+
+class Dataplane {
+  public:
+    // Opens the ports (one RX/TX queue pair per worker on each), the mbuf
+    // pool and the workers' endpoints. EAL must be up. Fails with a message
+    // that names the port or resource at fault.
+    static Result<std::unique_ptr<Dataplane>> create(const DataplaneConfig &cfg);
+    ~Dataplane();
+    Dataplane(const Dataplane &) = delete;
+    Dataplane &operator=(const Dataplane &) = delete;
+
+    const DataplaneConfig &config() const { return cfg_; }
+    uint32_t workers() const { return static_cast<uint32_t>(workers_.size()); }
+    Worker &worker(uint32_t i) { return *workers_[i]; }
+    const Worker &worker(uint32_t i) const { return *workers_[i]; }
+    uint8_t planes() const { return static_cast<uint8_t>(ports_.size()); }
+    drivers::Port &port(uint8_t plane) { return *ports_[plane]; }
+    const drivers::Port &port(uint8_t plane) const { return *ports_[plane]; }
+    const TscClock &clock() const { return clock_; }
+    // Payload bytes per data packet that fit the ports' MTU.
+    uint32_t max_payload_bytes() const;
+    // Which worker owns a wire QPN.
+    static uint32_t owner_of(uint32_t wire_qpn) { return wire_qpn >> kQpnWorkerShift; }
+    static constexpr uint32_t kQpnWorkerShift = 16;
+
+    // Waits for every link (up to link_wait_ms) and launches the workers
+    // and the control thread.
+    Result<void> start();
+    // Asks workers and the control thread to finish, and waits for them.
+    void stop();
+    bool running() const { return running_.load(std::memory_order_acquire); }
+
+    // Takes a port out as a failure would: its workers stop polling it and
+    // the device is stopped (a memif peer sees its link go down). For
+    // failover tests and demos. Any thread but a worker's.
+    Result<void> cut_port(uint8_t plane);
+    // The operator's DENIED state for a plane (mrcctl's job later).
+    void deny_plane(uint8_t plane, bool deny);
+
+    bool control_snapshot(ControlSnapshot *out) const { return ctl_snap_.load(out); }
+    // Port counters as the device reports them (any thread).
+    drivers::PortCounters port_counters(uint8_t plane) const { return ports_[plane]->counters(); }
+    uint8_t link_up_mask() const { return link_mask_.load(std::memory_order_relaxed); }
+    uint8_t cut_mask() const { return cut_mask_.load(std::memory_order_relaxed); }
+
+    // Sums over all workers.
+    WorkerSnapshot totals() const;
+    QpSummary qp_totals() const;
+
+  private:
+    friend class Worker;
+    explicit Dataplane(const DataplaneConfig &cfg);
+    void control_loop();
+    void publish_table();
+    uint8_t read_links();
+
+    DataplaneConfig cfg_;
+    TscClock clock_;
+    rte_mempool *pool_ = nullptr;
+    std::vector<std::unique_ptr<drivers::Port>> ports_;
+    std::vector<std::unique_ptr<Worker>> workers_;
+    std::vector<rte_ring *> rings_;
+    bool launched_ = false;
+    std::thread control_;
+
+    // ---- shared ----
+    std::atomic<bool> running_{false};
+    std::atomic<bool> stop_{false};
+    std::atomic<uint8_t> link_mask_{0};
+    std::atomic<uint8_t> cut_mask_{0};
+    std::atomic<uint8_t> deny_mask_{0};  // operator; read by the control thread
+    // The path table: written by the control thread only while every
+    // worker has applied the previous one (table_gen_seen_), read by the
+    // workers only while table_gen_ is ahead of what they applied.
+    PathTable table_;
+    std::atomic<uint64_t> table_gen_{0};
+    Seqlock<ControlSnapshot> ctl_snap_;
+};
+
+// Registers /mrc/stats, /mrc/planes, /mrc/qps and /mrc/workers with DPDK
+// telemetry (read by dpdk-telemetry.py) for `dp`; nullptr unregisters
+// (the commands then answer that no dataplane is running).
+void telemetry_attach(Dataplane *dp);
+
+}  // namespace mrc::dp

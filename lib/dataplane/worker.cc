@@ -1,0 +1,428 @@
+// The worker loop: run to completion, no locks, no allocation per packet.
+#include <rte_cycles.h>
+#include <rte_ip.h>
+#include <rte_lcore.h>
+#include <rte_memcpy.h>
+#include <rte_pause.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <time.h>
+
+#include "dataplane/dataplane.h"
+
+namespace mrc::dp {
+
+namespace {
+
+constexpr uint64_t kControlPeriodNs = 10'000;  // how often a worker looks at control inputs
+constexpr uint64_t kSnapshotPeriodNs = 20'000;
+
+// Where the UDP payload of an untagged or single-tagged Ethernet/IPv4/UDP
+// frame to `mrc_port` starts, or 0 when the frame is something else. The
+// core validates everything again; this only finds the owner's QPN and
+// drops strangers early.
+inline uint32_t mrc_payload_offset(const uint8_t *f, uint32_t len, uint16_t mrc_port) {
+    uint32_t off = 12;
+    if (len < 14 + 20 + 8 + sizeof(wire::BaseHdr)) return 0;
+    uint16_t type = uint16_t(f[off] << 8 | f[off + 1]);
+    off += 2;
+    if (type == RTE_ETHER_TYPE_VLAN) {
+        type = uint16_t(f[off + 2] << 8 | f[off + 3]);
+        off += 4;
+    }
+    if (type != RTE_ETHER_TYPE_IPV4) return 0;
+    const uint8_t vihl = f[off];
+    const uint32_t ihl = (vihl & 0x0f) * 4u;
+    if ((vihl >> 4) != 4 || ihl < 20 || f[off + 9] != IPPROTO_UDP) return 0;
+    off += ihl;
+    if (off + 8 + sizeof(wire::BaseHdr) > len) return 0;
+    if (uint16_t(f[off + 2] << 8 | f[off + 3]) != mrc_port) return 0;
+    return off + 8;
+}
+
+// A no-op free callback: registered memory outlives every mbuf that points
+// into it (the dataplane stops and drains before memory is released).
+void extbuf_free(void *, void *) {}
+
+}  // namespace
+
+Worker::Worker(Dataplane *dp, uint32_t index, unsigned lcore, const EndpointConfig &ec,
+               uint32_t max_qps)
+    : dp_(dp),
+      index_(index),
+      lcore_(lcore),
+      clock_(&dp->clock_),
+      ep_(std::make_unique<Endpoint>(ec)),
+      qp_snaps_(new Seqlock<QpSnapshot>[max_qps + 1]) {
+    stash_.reserve(2 * dp->cfg_.burst);
+}
+
+int Worker::run() {
+    const DataplaneConfig &cfg = dp_->cfg_;
+    const uint8_t planes = dp_->planes();
+    port_enabled_ = static_cast<uint8_t>((1u << planes) - 1);
+    link_mask_ = ep_->link_up_mask();
+    uint64_t now = clock_->now_ns();
+    next_tick_ns_ = now;
+    control(now);
+    publish(now);
+    publish_qps(now);
+    while (!dp_->stop_.load(std::memory_order_relaxed)) {
+        now = clock_->now_ns();
+        ++ctr_.loops;
+        uint32_t work = 0;
+        for (uint8_t p = 0; p < planes; ++p) {
+            if (!(port_enabled_ & (1u << p))) continue;
+            rte_mbuf *pkts[64];
+            const uint16_t n = dp_->ports_[p]->rx_burst(uint16_t(index_), pkts,
+                                                        std::min<uint16_t>(cfg.burst, 64));
+            if (n) {
+                // A full burst means frames are queueing in the RX ring: this
+                // host is the bottleneck, and says so as a switch would, with
+                // CE marks (NSCC slows the senders down before the ring overflows).
+                full_bursts_ = n == std::min<uint16_t>(cfg.burst, 64) ? full_bursts_ + 1 : 0;
+                mark_ce_ = cfg.ecn_full_bursts && full_bursts_ >= cfg.ecn_full_bursts;
+                rx_frames(p, pkts, n, now);
+                work += n;
+            }
+        }
+        if (!rings_in_.empty()) work += rx_handoff(now);
+        if (now >= next_tick_ns_) {
+            ep_->on_time(now);
+            next_tick_ns_ = now + cfg.timer_tick_ns;
+        }
+        if (app_ != nullptr) work += app_->poll(*this, now);
+        work += tx(now);
+        if (now >= next_control_ns_) {
+            control(now);
+            next_control_ns_ = now + kControlPeriodNs;
+            if (now >= next_qp_snap_ns_) {
+                publish_qps(now);
+                next_qp_snap_ns_ = now + cfg.qp_snapshot_ns;
+            }
+        }
+        if (work != 0) {
+            empty_polls_ = 0;
+        } else if (cfg.idle == IdleMode::kSleep && ++empty_polls_ >= cfg.idle_polls) {
+            // Nothing to do for a while: let the other processes of a
+            // shared machine run. Never sleep past a due timer by much: the
+            // core's timers are in tens of microseconds at the least.
+            ++ctr_.idle_sleeps;
+            const timespec ts{0, long(cfg.idle_sleep_us) * 1000};
+            nanosleep(&ts, nullptr);
+            empty_polls_ = cfg.idle_polls / 2;
+        }
+    }
+    drain();
+    publish(clock_->now_ns());
+    publish_qps(clock_->now_ns());
+    return 0;
+}
+
+void Worker::rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_ns) {
+    const DataplaneConfig &cfg = dp_->cfg_;
+    const uint32_t nworkers = dp_->workers();
+    port_rx_[plane] += n;
+    ctr_.rx_packets += n;
+    for (uint16_t i = 0; i < n; ++i) {
+        rte_mbuf *m = pkts[i];
+        if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
+        ctr_.rx_bytes += m->pkt_len;
+        if (m->nb_segs != 1) {
+            ++ctr_.rx_multiseg;
+            continue;
+        }
+        const auto *f = rte_pktmbuf_mtod(m, const uint8_t *);
+        const uint32_t len = m->data_len;
+        const uint32_t off = mrc_payload_offset(f, len, cfg.mrc_port);
+        if (off == 0) {
+            ++ctr_.rx_stray;
+            continue;
+        }
+        // Checksums: trust the device when it checked; else check here.
+        const drivers::RxCksum ck = drivers::Port::rx_cksum(m);
+        if (ck == drivers::RxCksum::kBad) {
+            ++ctr_.rx_bad_cksum;
+            continue;
+        }
+        if (ck == drivers::RxCksum::kUnknown) {
+            const uint32_t l3 = off - 8 - (f[12] == 0x81 ? 18 : 14);
+            const auto *ip = reinterpret_cast<const rte_ipv4_hdr *>(f + off - 8 - l3);
+            if (rte_raw_cksum(ip, l3) != 0xffff) {
+                ++ctr_.rx_bad_cksum;
+                continue;
+            }
+            const auto *udp = reinterpret_cast<const rte_udp_hdr *>(f + off - 8);
+            if (cfg.udp_checksum && udp->dgram_cksum != 0 &&
+                rte_ipv4_udptcp_cksum_verify(ip, udp) != 0) {
+                ++ctr_.rx_bad_cksum;
+                continue;
+            }
+        }
+        if (mark_ce_) {
+            // The checksum was checked above and the core does not check it
+            // again; keep it right for capture tools anyway (RFC 1624).
+            auto *ip = const_cast<rte_ipv4_hdr *>(
+                reinterpret_cast<const rte_ipv4_hdr *>(f + (f[12] == 0x81 ? 18 : 14)));
+            if ((ip->type_of_service & 3) != 3 && (ip->type_of_service & 3) != 0) {
+                const uint16_t old = rte_be_to_cpu_16(*reinterpret_cast<uint16_t *>(ip));
+                ip->type_of_service |= 3;
+                const uint16_t neu = rte_be_to_cpu_16(*reinterpret_cast<uint16_t *>(ip));
+                uint32_t sum = uint16_t(~rte_be_to_cpu_16(ip->hdr_checksum)) + uint16_t(~old) + neu;
+                sum = (sum & 0xffff) + (sum >> 16);
+                sum = (sum & 0xffff) + (sum >> 16);
+                ip->hdr_checksum = rte_cpu_to_be_16(uint16_t(~sum));
+                ++ctr_.rx_ce_marked;
+            }
+        }
+        const uint32_t qpn = uint32_t(f[off + 5]) << 16 | uint32_t(f[off + 6]) << 8 | f[off + 7];
+        const uint32_t owner = Dataplane::owner_of(qpn);
+        if (owner != index_ && owner < nworkers) {
+            // Another worker's QP: hand the frame over (the mbuf goes with it).
+            m->hash.usr = plane;
+            if (rte_ring_sp_enqueue(dp_->workers_[owner]->rings_in_[index_], m) == 0) {
+                ++ctr_.handoff_out;
+                pkts[i] = nullptr;
+            } else {
+                ++ctr_.handoff_full;
+            }
+            continue;
+        }
+        ep_->on_packet(f, len, nullptr, 0, plane, now_ns);
+    }
+    // The core copied what it keeps; every frame not handed over is freed.
+    uint16_t k = 0;
+    for (uint16_t i = 0; i < n; ++i)
+        if (pkts[i] != nullptr) pkts[k++] = pkts[i];
+    if (k) rte_pktmbuf_free_bulk(pkts, k);
+}
+
+uint32_t Worker::rx_handoff(uint64_t now_ns) {
+    uint32_t total = 0;
+    for (rte_ring *r : rings_in_) {
+        if (r == nullptr) continue;
+        rte_mbuf *pkts[32];
+        const unsigned n =
+            rte_ring_sc_dequeue_burst(r, reinterpret_cast<void **>(pkts), 32, nullptr);
+        for (unsigned i = 0; i < n; ++i) {
+            rte_mbuf *m = pkts[i];
+            ep_->on_packet(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, nullptr, 0,
+                           static_cast<uint8_t>(m->hash.usr), now_ns);
+        }
+        if (n) rte_pktmbuf_free_bulk(pkts, n);
+        ctr_.handoff_in += n;
+        total += n;
+    }
+    return total;
+}
+
+bool Worker::attach_payload(rte_mbuf *hdr, const TxPacket &t) {
+    if (!dp_->cfg_.zero_copy_tx) {
+        rte_memcpy(rte_pktmbuf_mtod_offset(hdr, uint8_t *, t.hdr_len), t.payload, t.payload_len);
+        hdr->data_len = static_cast<uint16_t>(t.hdr_len + t.payload_len);
+        hdr->pkt_len = hdr->data_len;
+        return true;
+    }
+    // The payload stays in registered memory: a second mbuf points at it.
+    rte_mbuf *seg = rte_pktmbuf_alloc(dp_->pool_);
+    if (seg == nullptr) return false;
+    // One shared-info block per packet, in the segment's own (unused) data
+    // room, so the reference count is per packet and nothing is shared.
+    auto *shinfo = rte_pktmbuf_mtod(seg, rte_mbuf_ext_shared_info *);
+    shinfo->free_cb = extbuf_free;
+    shinfo->fcb_opaque = nullptr;
+    rte_mbuf_ext_refcnt_set(shinfo, 1);
+    auto *addr = const_cast<uint8_t *>(t.payload);
+    // Virtual devices read by address; a NIC needs the memory DMA-mapped.
+    const rte_iova_t iova = rte_eal_iova_mode() == RTE_IOVA_VA ? reinterpret_cast<uintptr_t>(addr)
+                                                                : RTE_BAD_IOVA;
+    rte_pktmbuf_attach_extbuf(seg, addr, iova, uint16_t(t.payload_len), shinfo);
+    seg->data_len = static_cast<uint16_t>(t.payload_len);
+    seg->pkt_len = seg->data_len;
+    hdr->data_len = t.hdr_len;
+    hdr->pkt_len = t.hdr_len;
+    if (rte_pktmbuf_chain(hdr, seg) != 0) {
+        rte_pktmbuf_free(seg);
+        return false;
+    }
+    return true;
+}
+
+uint32_t Worker::tx(uint64_t now_ns) {
+    const DataplaneConfig &cfg = dp_->cfg_;
+    const uint8_t planes = dp_->planes();
+    uint32_t sent = 0;
+    // Flush what an earlier round left behind first.
+    for (uint8_t p = 0; p < planes; ++p)
+        if (txq_[p].n) flush(p);
+    while (ep_->tx_pending()) {
+        // New data only to ports whose queue has room for a burst.
+        uint8_t room = 0;
+        for (uint8_t p = 0; p < planes; ++p)
+            if ((port_enabled_ & (1u << p)) && txq_[p].n + cfg.burst <= kTxQueueCap)
+                room |= uint8_t(1u << p);
+        const uint32_t want = cfg.burst;
+        if (stash_.size() < want) {
+            const size_t have = stash_.size();
+            stash_.resize(want);
+            if (rte_pktmbuf_alloc_bulk(dp_->pool_, stash_.data() + have, unsigned(want - have)) !=
+                0) {
+                stash_.resize(have);
+                ++ctr_.tx_nombuf;
+                break;
+            }
+        }
+        TxPacket *out = tx_out_;
+        for (uint32_t i = 0; i < want; ++i)
+            out[i].hdr = rte_pktmbuf_mtod(stash_[stash_.size() - 1 - i], uint8_t *);
+        const uint32_t n = ep_->poll_tx(out, want, now_ns, room);
+        if (n == 0) break;
+        for (uint32_t i = 0; i < n; ++i) {
+            rte_mbuf *m = stash_.back();
+            stash_.pop_back();
+            const TxPacket &t = out[i];
+            const uint8_t p = t.plane;
+            if (p >= planes || !(port_enabled_ & (1u << p))) {
+                ++ctr_.tx_port_down;
+                rte_pktmbuf_free(m);
+                continue;
+            }
+            if (t.payload_len == 0) {
+                m->data_len = t.hdr_len;
+                m->pkt_len = t.hdr_len;
+            } else if (!attach_payload(m, t)) {
+                ++ctr_.tx_nombuf;
+                rte_pktmbuf_free(m);
+                continue;
+            }
+            if (cfg.udp_checksum) dp_->ports_[p]->prepare_tx_cksum(m, RTE_ETHER_HDR_LEN, 20);
+            TxQueue &q = txq_[p];
+            if (q.n == kTxQueueCap) {
+                ++ctr_.tx_full;
+                rte_pktmbuf_free(m);
+                continue;
+            }
+            q.m[q.n++] = m;
+            ctr_.tx_bytes += m->pkt_len;
+        }
+        sent += n;
+        for (uint8_t p = 0; p < planes; ++p)
+            if (txq_[p].n >= cfg.burst) flush(p);
+    }
+    for (uint8_t p = 0; p < planes; ++p)
+        if (txq_[p].n) flush(p);
+    return sent;
+}
+
+void Worker::flush(uint8_t plane) {
+    TxQueue &q = txq_[plane];
+    if (!(port_enabled_ & (1u << plane))) {
+        ctr_.tx_port_down += q.n;
+        rte_pktmbuf_free_bulk(q.m, q.n);
+        q.n = 0;
+        return;
+    }
+    const uint16_t k = dp_->ports_[plane]->try_tx_burst(uint16_t(index_), q.m, q.n);
+    ctr_.tx_packets += k;
+    port_tx_[plane] += k;
+    if (k < q.n) std::memmove(q.m, q.m + k, (q.n - k) * sizeof(rte_mbuf *));
+    q.n = static_cast<uint16_t>(q.n - k);
+}
+
+void Worker::control(uint64_t now_ns) {
+    // Ports cut on request: stop polling them before the device stops.
+    const uint8_t cut = dp_->cut_mask_.load(std::memory_order_acquire);
+    if (cut & port_enabled_) {
+        for (uint8_t p = 0; p < dp_->planes(); ++p)
+            if ((cut & (1u << p)) && (port_enabled_ & (1u << p))) {
+                port_enabled_ &= uint8_t(~(1u << p));
+                flush(p);
+            }
+        cut_ack_.store(cut, std::memory_order_release);
+    }
+    // Link state: a port down is a plane down for every QP.
+    const uint8_t links = dp_->link_mask_.load(std::memory_order_relaxed) & port_enabled_;
+    if (links != link_mask_) {
+        for (uint8_t p = 0; p < dp_->planes(); ++p)
+            if ((links ^ link_mask_) & (1u << p)) ep_->set_plane_up(p, links & (1u << p));
+        link_mask_ = links;
+        ++ctr_.link_changes;
+    }
+    // A new path table from the control thread.
+    const uint64_t gen = dp_->table_gen_.load(std::memory_order_acquire);
+    if (gen != table_gen_applied_) {
+        ep_->apply_path_table(dp_->table_, now_ns);
+        table_gen_applied_ = gen;
+        ++ctr_.path_tables;
+        table_gen_seen_.store(gen, std::memory_order_release);
+    }
+    static_assert(kSnapshotPeriodNs >= kControlPeriodNs);
+    publish(now_ns);
+}
+
+void Worker::publish(uint64_t now_ns) {
+    WorkerSnapshot s;
+    s.now_ns = now_ns;
+    s.worker = ctr_;
+    s.endpoint = ep_->counters();
+    const uint8_t planes = dp_->planes();
+    std::copy(ep_->plane_counters(), ep_->plane_counters() + planes, s.planes);
+    s.gauges = ep_->ev_gauges();
+    std::copy(port_tx_, port_tx_ + planes, s.port_tx_pkts);
+    std::copy(port_rx_, port_rx_ + planes, s.port_rx_pkts);
+    s.link_up_mask = ep_->link_up_mask();
+    s.table_generation = table_gen_applied_;
+    snap_.store(s);
+}
+
+void Worker::publish_qps(uint64_t now_ns) {
+    QpSummary sum;
+    const uint32_t max = dp_->cfg_.max_qps_per_worker;
+    for (uint32_t i = 1; i <= max; ++i) {
+        const Qp *q = ep_->qp(i);
+        QpSnapshot s;
+        if (q != nullptr) {
+            s.live = 1;
+            s.wire_qpn = ep_->wire_qpn(*q);
+            s.state = static_cast<uint8_t>(q->state());
+            s.error_cause = static_cast<uint8_t>(q->error_cause());
+            s.usable_planes = q->usable_planes();
+            s.window_bytes = q->window_bytes();
+            s.inflight_bytes = q->inflight_bytes();
+            const EvStateCounts ev = q->evs().counts(now_ns);
+            std::copy(ev.state, ev.state + kEvStates, s.ev_states);
+            s.c = q->counters();
+            ++sum.qps;
+            if (q->state() == QpState::kError) ++sum.qps_error;
+            sum.sum += q->counters();
+        }
+        QpSnapshot old;
+        if (q != nullptr || (qp_snaps_[i].load(&old) && old.live)) qp_snaps_[i].store(s);
+    }
+    qp_sum_.store(sum);
+}
+
+void Worker::drain() {
+    for (uint8_t p = 0; p < dp_->planes(); ++p) {
+        // Give the device a moment to take what is queued, then drop the rest.
+        for (int tries = 0; tries < 100 && txq_[p].n; ++tries)
+            flush(p);
+        if (txq_[p].n) {
+            ctr_.tx_full += txq_[p].n;
+            rte_pktmbuf_free_bulk(txq_[p].m, txq_[p].n);
+            txq_[p].n = 0;
+        }
+    }
+    if (!stash_.empty()) rte_pktmbuf_free_bulk(stash_.data(), unsigned(stash_.size()));
+    stash_.clear();
+    for (rte_ring *r : rings_in_) {
+        if (r == nullptr) continue;
+        void *m;
+        while (rte_ring_sc_dequeue(r, &m) == 0)
+            rte_pktmbuf_free(static_cast<rte_mbuf *>(m));
+    }
+}
+
+}  // namespace mrc::dp
