@@ -95,8 +95,7 @@ uint32_t GenApp::poll_client(GenQp &q, uint64_t now_ns) {
             const uint32_t slot = rc[i].imm % cfg_.slots;
             sample(now_ns - q.post_ns[slot]);
             // The reply lands in the second half of the local buffer.
-            const uint8_t *got =
-                q.local + (uint64_t{cfg_.slots} + slot) * cfg_.msg_bytes;
+            const uint8_t *got = q.local + (uint64_t{cfg_.slots} + slot) * cfg_.msg_bytes;
             if (rc[i].bytes != cfg_.msg_bytes ||
                 (cfg_.verify && pattern_check(got, cfg_.msg_bytes, q.index, rc[i].imm) != 0)) {
                 stats_.verify_errors.fetch_add(1, std::memory_order_relaxed);
@@ -110,7 +109,8 @@ uint32_t GenApp::poll_client(GenQp &q, uint64_t now_ns) {
         work += nr;
     }
     if (!q.errored && q.qp->state() == QpState::kError)
-        on_error(q, fmt::format("QP {} entered ERROR: {}", q.index, to_string(q.qp->error_cause())));
+        on_error(q,
+                 fmt::format("QP {} entered ERROR: {}", q.index, to_string(q.qp->error_cause())));
     return work;
 }
 
@@ -153,7 +153,8 @@ uint32_t GenApp::poll_server(GenQp &q, uint64_t now_ns) {
                                     to_string(sc[i].status)));
     work += ns;
     if (!q.errored && q.qp->state() == QpState::kError)
-        on_error(q, fmt::format("QP {} entered ERROR: {}", q.index, to_string(q.qp->error_cause())));
+        on_error(q,
+                 fmt::format("QP {} entered ERROR: {}", q.index, to_string(q.qp->error_cause())));
     return work;
 }
 

@@ -43,7 +43,7 @@ struct alignas(64) GenStats {
 // One QP of the generator and the memory it uses.
 struct GenQp {
     Qp *qp = nullptr;
-    uint32_t index = 0;       // the same on both sides: QP i talks to the peer's QP i
+    uint32_t index = 0;        // the same on both sides: QP i talks to the peer's QP i
     uint8_t *local = nullptr;  // slots x msg_bytes, registered with remote write access
     uint32_t local_rkey = 0;
     uint64_t remote_addr = 0;  // the peer's region for this QP

@@ -154,7 +154,7 @@ struct Side {
     std::vector<std::string> macs;
 };
 json side_json(const Side &s) {
-    return {{"qpns", s.qpns}, {"psns", s.psns}, {"addrs", s.addrs},
+    return {{"qpns", s.qpns},   {"psns", s.psns}, {"addrs", s.addrs},
             {"rkeys", s.rkeys}, {"ips", s.ips},   {"macs", s.macs}};
 }
 std::optional<Side> side_from(const json &j, uint32_t qps, uint8_t planes, std::string *why) {
@@ -268,7 +268,8 @@ void Generator::setup_dataplane() {
     planes_ = dp_->planes();
     dp::telemetry_attach(dp_.get());
     if (rte_pdump_init() != 0)
-        std::fprintf(stderr, "mrc-gen: warning: pdump not available (dpdk-dumpcap will not work)\n");
+        std::fprintf(stderr,
+                     "mrc-gen: warning: pdump not available (dpdk-dumpcap will not work)\n");
 }
 
 void Generator::create_qps() {
@@ -348,8 +349,8 @@ void Generator::connect_qps(const Side &peer) {
         for (uint8_t p = 0; p < planes_; ++p) {
             wire::MrcAddr &a = qp.path[p];
             a.src_mac = dp_->port(p).mac();
-            a.dst_mac = peer_macs_override_.empty() ? *parse_mac(peer.macs[p])
-                                                    : peer_macs_override_[p];
+            a.dst_mac =
+                peer_macs_override_.empty() ? *parse_mac(peer.macs[p]) : peer_macs_override_[p];
             a.src_ip = local_ips_[p];
             a.dst_ip = peer.ips[p];
             a.dst_port = o_.mrc_port;
@@ -385,12 +386,13 @@ std::string Generator::stats_line(double t) {
     }
     std::string share, links;
     for (uint8_t p = 0; p < planes_; ++p) {
-        share += fmt::format("{}{:.0f}%", p ? "/" : "", port_total ? 100.0 * per[p] / port_total : 0);
+        share +=
+            fmt::format("{}{:.0f}%", p ? "/" : "", port_total ? 100.0 * per[p] / port_total : 0);
         links += (dp_->link_up_mask() >> p) & 1 ? 'U' : 'D';
     }
     return fmt::format(
-        "[{:6.1f}s] goodput {:7.2f} Gb/s  {:6.3f} Mpps  retx {}  ports {} links {}  qp_errors {}", t,
-        gbps, mpps, q.sum.tx_retx_pkts, share, links, std::max<uint64_t>(qp_err, q.qps_error));
+        "[{:6.1f}s] goodput {:7.2f} Gb/s  {:6.3f} Mpps  retx {}  ports {} links {}  qp_errors {}",
+        t, gbps, mpps, q.sum.tx_retx_pkts, share, links, std::max<uint64_t>(qp_err, q.qps_error));
 }
 
 uint64_t Generator::verify_write_slots(const json &slots, uint64_t *verified_bytes) {
@@ -457,7 +459,8 @@ json Generator::summary(double elapsed_s) {
     j["verify"] = o_.verify;
     j["elapsed_s"] = elapsed_s;
     j["goodput_gbps"] = elapsed_s > 0 ? double(bytes) * 8 / elapsed_s / 1e9 : 0;
-    j["mpps"] = elapsed_s > 0 ? double(s.worker.tx_packets + s.worker.rx_packets) / elapsed_s / 1e6 : 0;
+    j["mpps"] =
+        elapsed_s > 0 ? double(s.worker.tx_packets + s.worker.rx_packets) / elapsed_s / 1e6 : 0;
     j["tx_mpps"] = elapsed_s > 0 ? double(s.worker.tx_packets) / elapsed_s / 1e6 : 0;
     j["rx_mpps"] = elapsed_s > 0 ? double(s.worker.rx_packets) / elapsed_s / 1e6 : 0;
     j["messages"] = messages;
@@ -479,21 +482,21 @@ json Generator::summary(double elapsed_s) {
     json ports = json::array();
     for (uint8_t p = 0; p < planes_; ++p) {
         const auto pc = dp_->port_counters(p);
-        ports.push_back({{"plane", p},
-                         {"port", dp_->port(p).name()},
-                         {"driver", dp_->port(p).driver()},
-                         {"tx_packets", s.port_tx_pkts[p]},
-                         {"rx_packets", s.port_rx_pkts[p]},
-                         {"tx_data_pkts", s.planes[p].tx_data_pkts},
-                         {"tx_retx_pkts", s.planes[p].tx_retx_pkts},
-                         {"ack_timeouts", s.planes[p].ack_timeouts},
-                         {"rtt_us_mean", s.planes[p].rtt_samples
-                                             ? double(s.planes[p].rtt_sum_ns) /
-                                                   double(s.planes[p].rtt_samples) / 1000
-                                             : 0.0},
-                         {"device_rx_missed", pc.rx_missed},
-                         {"link", ((dp_->link_up_mask() >> p) & 1) ? "up" : "down"},
-                         {"cut", ((dp_->cut_mask() >> p) & 1) != 0}});
+        ports.push_back(
+            {{"plane", p},
+             {"port", dp_->port(p).name()},
+             {"driver", dp_->port(p).driver()},
+             {"tx_packets", s.port_tx_pkts[p]},
+             {"rx_packets", s.port_rx_pkts[p]},
+             {"tx_data_pkts", s.planes[p].tx_data_pkts},
+             {"tx_retx_pkts", s.planes[p].tx_retx_pkts},
+             {"ack_timeouts", s.planes[p].ack_timeouts},
+             {"rtt_us_mean", s.planes[p].rtt_samples ? double(s.planes[p].rtt_sum_ns) /
+                                                           double(s.planes[p].rtt_samples) / 1000
+                                                     : 0.0},
+             {"device_rx_missed", pc.rx_missed},
+             {"link", ((dp_->link_up_mask() >> p) & 1) ? "up" : "down"},
+             {"cut", ((dp_->cut_mask() >> p) & 1) != 0}});
     }
     j["ports"] = ports;
     json wc, ec, qc;
@@ -663,7 +666,9 @@ int Generator::server() {
         slots_ = h.at("slots").get<uint32_t>();
         o_.verify = h.at("verify").get<bool>();
         const std::string m = h.at("mode").get<std::string>();
-        mode_ = m == "write_imm" ? Mode::kWriteImm : m == "pingpong" ? Mode::kPingpong : Mode::kWrite;
+        mode_ = m == "write_imm"  ? Mode::kWriteImm
+                : m == "pingpong" ? Mode::kPingpong
+                                  : Mode::kWrite;
         if (h.at("planes").get<uint32_t>() != planes_)
             refuse(fmt::format("the client has {} planes, this server {}",
                                h.at("planes").get<uint32_t>(), planes_));
@@ -759,7 +764,6 @@ int Generator::server() {
     return 0;
 }
 
-
 int Generator::finish() {
     if (summary_.is_null()) summary_ = summary(end_s_);
     json &j = summary_;
@@ -774,11 +778,10 @@ int Generator::finish() {
                 j["tx_mpps"].get<double>(), j["rx_mpps"].get<double>(),
                 (unsigned long long)j["messages"].get<uint64_t>(),
                 (unsigned long long)j["bytes"].get<uint64_t>());
-    std::printf("verified %llu bytes, %llu verify errors, %llu retransmissions, %llu QP errors\n",
-                (unsigned long long)j["bytes_verified"].get<uint64_t>(),
-                (unsigned long long)verify_errors,
-                (unsigned long long)j["retransmissions"].get<uint64_t>(),
-                (unsigned long long)qp_errors);
+    std::printf(
+        "verified %llu bytes, %llu verify errors, %llu retransmissions, %llu QP errors\n",
+        (unsigned long long)j["bytes_verified"].get<uint64_t>(), (unsigned long long)verify_errors,
+        (unsigned long long)j["retransmissions"].get<uint64_t>(), (unsigned long long)qp_errors);
     if (j.contains("latency_us"))
         std::printf("latency p50 %.1f us, p99 %.1f us, p99.9 %.1f us (%llu samples)\n",
                     j["latency_us"]["p50"].get<double>(), j["latency_us"]["p99"].get<double>(),
@@ -823,17 +826,16 @@ int Generator::run(int argc, char **argv) {
         role_ = Role::kServer;
     else
         die("--role must be server or client");
-    mode_ = o_.mode == "write_imm" ? Mode::kWriteImm
+    mode_ = o_.mode == "write_imm"  ? Mode::kWriteImm
             : o_.mode == "pingpong" ? Mode::kPingpong
                                     : Mode::kWrite;
     slots_ = 2 * std::max<uint32_t>(o_.depth, 1);
     setup_dataplane();
-    local_ips_ = per_plane<uint32_t>(o_.local_ip.empty()
-                                         ? std::vector<std::string>{role_ == Role::kClient
-                                                                        ? "10.10.0.1"
-                                                                        : "10.10.0.2"}
-                                         : o_.local_ip,
-                                     planes_, "--local-ip", parse_ipv4);
+    local_ips_ = per_plane<uint32_t>(
+        o_.local_ip.empty()
+            ? std::vector<std::string>{role_ == Role::kClient ? "10.10.0.1" : "10.10.0.2"}
+            : o_.local_ip,
+        planes_, "--local-ip", parse_ipv4);
     if (!o_.peer_ip.empty())
         peer_ips_override_ = per_plane<uint32_t>(o_.peer_ip, planes_, "--peer-ip", parse_ipv4);
     if (!o_.peer_mac.empty())
@@ -845,7 +847,8 @@ int Generator::run(int argc, char **argv) {
         char tail;
         if (std::sscanf(c.c_str(), "%u@%lf%c", &plane, &at, &tail) != 2 || at < 0)
             die(fmt::format("--cut-port '{}': expected PLANE@SECONDS", c));
-        if (plane >= planes_) die(fmt::format("--cut-port: no plane {} ({} planes)", plane, planes_));
+        if (plane >= planes_)
+            die(fmt::format("--cut-port: no plane {} ({} planes)", plane, planes_));
         cuts_.push_back({static_cast<uint8_t>(plane), at});
     }
     return role_ == Role::kClient ? client() : server();
@@ -864,16 +867,20 @@ int main(int argc, char **argv) {
 
     Options o;
     CLI::App cli{"mrc-gen: MRC load generator (EAL arguments, then --, then these)"};
-    cli.add_option("--role", o.role, "server or client")->required()->check(
-        CLI::IsMember({"server", "client"}));
+    cli.add_option("--role", o.role, "server or client")
+        ->required()
+        ->check(CLI::IsMember({"server", "client"}));
     cli.add_option("--port", o.ports, "a DPDK port per plane (name or devargs); default: all")
         ->take_all();
     cli.add_option("--local-ip", o.local_ip, "this end's IPv4 address, one or one per plane");
     cli.add_option("--peer-ip", o.peer_ip, "the peer's IPv4 address(es): checked against the peer");
-    cli.add_option("--peer-mac", o.peer_mac, "the peer's MAC per plane (default: the peer's ports)");
+    cli.add_option("--peer-mac", o.peer_mac,
+                   "the peer's MAC per plane (default: the peer's ports)");
     cli.add_option("--oob", o.oob, "HOST:PORT of the set-up connection (server: where to listen)")
         ->capture_default_str();
-    cli.add_option("--qps", o.qps, "queue pairs")->check(CLI::Range(1u, 4096u))->capture_default_str();
+    cli.add_option("--qps", o.qps, "queue pairs")
+        ->check(CLI::Range(1u, 4096u))
+        ->capture_default_str();
     cli.add_option("--msg-bytes", o.msg_bytes, "bytes per message")
         ->check(CLI::Range(1u, 64u << 20))
         ->capture_default_str();
@@ -883,7 +890,8 @@ int main(int argc, char **argv) {
     cli.add_option("--mode", o.mode, "write, write_imm or pingpong")
         ->check(CLI::IsMember({"write", "write_imm", "pingpong"}))
         ->capture_default_str();
-    cli.add_option("--duration", o.duration_s, "seconds to run (client)")->check(CLI::Range(0.0, 1e6));
+    cli.add_option("--duration", o.duration_s, "seconds to run (client)")
+        ->check(CLI::Range(0.0, 1e6));
     cli.add_option("--total-bytes", o.total_bytes, "bytes to move, then stop (client)");
     cli.add_option("--rate-gbps", o.rate_gbps, "offered load, Gb/s (0: as fast as possible)")
         ->check(CLI::Range(0.0, 1e5));
@@ -892,8 +900,12 @@ int main(int argc, char **argv) {
         ->capture_default_str();
     cli.add_option("--json", o.json_path, "write the summary here");
     cli.add_flag("--verify", o.verify, "every payload carries a pattern the receiver checks");
-    cli.add_option("--mtu", o.mtu, "IP MTU of the ports")->check(CLI::Range(576, 9600))->capture_default_str();
-    cli.add_option("--cc", o.cc, "nscc or fixed")->check(CLI::IsMember({"nscc", "fixed"}))->capture_default_str();
+    cli.add_option("--mtu", o.mtu, "IP MTU of the ports")
+        ->check(CLI::Range(576, 9600))
+        ->capture_default_str();
+    cli.add_option("--cc", o.cc, "nscc or fixed")
+        ->check(CLI::IsMember({"nscc", "fixed"}))
+        ->capture_default_str();
     cli.add_option("--line-gbps", o.line_gbps, "NSCC: the sender's line rate over all planes")
         ->check(CLI::Range(0.1, 1e4))
         ->capture_default_str();
@@ -905,7 +917,8 @@ int main(int argc, char **argv) {
         ->capture_default_str();
     cli.add_flag("--zero-copy", o.zero_copy, "send payloads from registered memory (extbuf mbufs)");
     cli.add_flag("--no-udp-cksum", o.no_udp_cksum, "send UDP checksum 0 and do not check it");
-    cli.add_option("--cut-port", o.cuts, "PLANE@SECONDS: stop that plane's port then (failover test)")
+    cli.add_option("--cut-port", o.cuts,
+                   "PLANE@SECONDS: stop that plane's port then (failover test)")
         ->take_all();
     cli.add_option("--link-wait", o.link_wait_s, "seconds to wait for every link")
         ->check(CLI::Range(0.0, 3600.0))

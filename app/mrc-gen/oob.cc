@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -139,13 +140,17 @@ Result<std::optional<nlohmann::json>> Oob::recv(uint32_t timeout_ms) {
                 return Error{"the peer sent something that is not an mrc-gen message"};
             return std::optional<nlohmann::json>(std::move(j));
         }
+        // Poll at least once, even with no time left: a closed connection
+        // shows at once.
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
             deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0) return std::optional<nlohmann::json>();
         pollfd p{fd_, POLLIN, 0};
-        const int r = ::poll(&p, 1, int(left.count()));
+        const int r = ::poll(&p, 1, int(std::max<int64_t>(0, left.count())));
         if (r < 0 && errno == EINTR) return std::optional<nlohmann::json>();
-        if (r <= 0) continue;
+        if (r <= 0) {
+            if (left.count() <= 0) return std::optional<nlohmann::json>();
+            continue;
+        }
         char tmp[4096];
         const ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
         if (n < 0 && errno == EINTR) continue;

@@ -23,7 +23,8 @@ uint32_t Dataplane::max_payload_bytes() const {
 Result<std::unique_ptr<Dataplane>> Dataplane::create(const DataplaneConfig &cfg) {
     if (cfg.ports.empty()) return Error{"no ports: name one port per plane"};
     if (cfg.ports.size() > kMaxPlanes)
-        return Error{fmt::format("{} ports given; at most {} planes", cfg.ports.size(), kMaxPlanes)};
+        return Error{
+            fmt::format("{} ports given; at most {} planes", cfg.ports.size(), kMaxPlanes)};
     if (cfg.burst == 0 || cfg.burst > 64) return Error{"burst must be in [1, 64]"};
     if (cfg.max_qps_per_worker == 0 || cfg.max_qps_per_worker >= (1u << Dataplane::kQpnWorkerShift))
         return Error{fmt::format("max QPs per worker must be in [1, {}]",

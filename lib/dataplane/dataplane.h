@@ -173,7 +173,7 @@ class Worker {
     uint64_t port_tx_[kMaxPlanes] = {};
     uint64_t port_rx_[kMaxPlanes] = {};
     TxQueue txq_[kMaxPlanes];
-    TxPacket tx_out_[64];  // poll_tx's output, reused (not rebuilt every call)
+    TxPacket tx_out_[64];            // poll_tx's output, reused (not rebuilt every call)
     std::vector<rte_mbuf *> stash_;  // pre-allocated mbufs for the next poll_tx
     uint8_t port_enabled_ = 0;       // ports this worker still polls (not cut)
     uint8_t link_mask_ = 0;

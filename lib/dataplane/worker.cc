@@ -76,8 +76,8 @@ int Worker::run() {
         for (uint8_t p = 0; p < planes; ++p) {
             if (!(port_enabled_ & (1u << p))) continue;
             rte_mbuf *pkts[64];
-            const uint16_t n = dp_->ports_[p]->rx_burst(uint16_t(index_), pkts,
-                                                        std::min<uint16_t>(cfg.burst, 64));
+            const uint16_t n =
+                dp_->ports_[p]->rx_burst(uint16_t(index_), pkts, std::min<uint16_t>(cfg.burst, 64));
             if (n) {
                 // A full burst means frames are queueing in the RX ring: this
                 // host is the bottleneck, and says so as a switch would, with
@@ -236,8 +236,8 @@ bool Worker::attach_payload(rte_mbuf *hdr, const TxPacket &t) {
     rte_mbuf_ext_refcnt_set(shinfo, 1);
     auto *addr = const_cast<uint8_t *>(t.payload);
     // Virtual devices read by address; a NIC needs the memory DMA-mapped.
-    const rte_iova_t iova = rte_eal_iova_mode() == RTE_IOVA_VA ? reinterpret_cast<uintptr_t>(addr)
-                                                                : RTE_BAD_IOVA;
+    const rte_iova_t iova =
+        rte_eal_iova_mode() == RTE_IOVA_VA ? reinterpret_cast<uintptr_t>(addr) : RTE_BAD_IOVA;
     rte_pktmbuf_attach_extbuf(seg, addr, iova, uint16_t(t.payload_len), shinfo);
     seg->data_len = static_cast<uint16_t>(t.payload_len);
     seg->pkt_len = seg->data_len;

@@ -576,7 +576,6 @@ TEST(QpState, BadConfigurationsAreRefused) {
     EXPECT_FALSE(ep.create_qp(c).ok());
 }
 
-
 // Endpoints that share ports (one per dataplane worker) hand out QPNs from
 // disjoint ranges; a packet reaches a QP only by the QPN peers were told.
 TEST(Qp, QpnBaseSeparatesEndpointsOnTheWire) {
@@ -585,10 +584,10 @@ TEST(Qp, QpnBaseSeparatesEndpointsOnTheWire) {
     EXPECT_EQ(pair.b->qp_by_wire(0x20000 + pair.qb->qpn()), pair.qb);
     EXPECT_EQ(pair.b->qp_by_wire(pair.qb->qpn()), nullptr) << "a local QPN is not a wire QPN";
     std::vector<uint8_t> src(4096, 0x5a), dst(4096, 0);
-    const uint32_t rkey = pair.b->mrs()
-                              .register_region(dst.data(), dst.size(), kAccessRemoteWrite,
-                                               LoopbackPair::kPd)
-                              .value();
+    const uint32_t rkey =
+        pair.b->mrs()
+            .register_region(dst.data(), dst.size(), kAccessRemoteWrite, LoopbackPair::kPd)
+            .value();
     WriteRequest w;
     w.local = src.data();
     w.length = 4096;
