@@ -67,7 +67,7 @@ struct Options {
     bool verify = false;
     uint16_t mtu = 1500;
     std::string cc = "nscc";
-    double line_gbps = 100;
+    double line_gbps = 25;
     uint32_t evs_per_plane = 16;
     std::string idle = "busy";
     bool zero_copy = false;
@@ -76,6 +76,7 @@ struct Options {
     double link_wait_s = 30;
     double timeout_s = 60;
     double control_us = 1000;
+    uint32_t max_qps = 256;
     uint16_t mrc_port = wire::kDefaultMrcPort;
 };
 
@@ -259,7 +260,8 @@ void Generator::setup_dataplane() {
     dc.zero_copy_tx = o_.zero_copy;
     dc.idle = o_.idle == "sleep" ? dp::IdleMode::kSleep : dp::IdleMode::kBusy;
     dc.link_wait_ms = static_cast<uint32_t>(o_.link_wait_s * 1000);
-    dc.max_qps_per_worker = std::max<uint32_t>(o_.qps, 1);
+    // The server learns the QP count from the client: room for --max-qps.
+    dc.max_qps_per_worker = role_ == Role::kServer ? o_.max_qps : std::max<uint32_t>(o_.qps, 1);
     dc.name = "gen";
     dc.scorer.period_ns = static_cast<uint64_t>(o_.control_us * 1000);
     auto d = dp::Dataplane::create(dc);
@@ -906,7 +908,7 @@ int main(int argc, char **argv) {
     cli.add_option("--cc", o.cc, "nscc or fixed")
         ->check(CLI::IsMember({"nscc", "fixed"}))
         ->capture_default_str();
-    cli.add_option("--line-gbps", o.line_gbps, "NSCC: the sender's line rate over all planes")
+    cli.add_option("--line-gbps", o.line_gbps, "NSCC: what the ports carry, Gb/s over all planes (sets the window)")
         ->check(CLI::Range(0.1, 1e4))
         ->capture_default_str();
     cli.add_option("--evs-per-plane", o.evs_per_plane, "entropy values per plane and QP")
@@ -925,6 +927,9 @@ int main(int argc, char **argv) {
         ->capture_default_str();
     cli.add_option("--timeout", o.timeout_s, "seconds to wait for the peer on --oob")
         ->check(CLI::Range(0.1, 86400.0))
+        ->capture_default_str();
+    cli.add_option("--max-qps", o.max_qps, "server: most QPs per worker a client may ask for")
+        ->check(CLI::Range(1u, 65535u))
         ->capture_default_str();
     cli.add_option("--control-us", o.control_us, "control thread period: path scoring, link state")
         ->check(CLI::Range(10.0, 1e6))

@@ -257,13 +257,16 @@ uint32_t Worker::tx(uint64_t now_ns) {
     // Flush what an earlier round left behind first.
     for (uint8_t p = 0; p < planes; ++p)
         if (txq_[p].n) flush(p);
-    while (ep_->tx_pending()) {
+    // A budget per loop iteration: a backlog of retransmissions must not
+    // keep the worker from polling RX (where the acks that end it arrive).
+    uint32_t budget = 4u * cfg.burst;
+    while (ep_->tx_pending() && budget > 0) {
         // New data only to ports whose queue has room for a burst.
         uint8_t room = 0;
         for (uint8_t p = 0; p < planes; ++p)
             if ((port_enabled_ & (1u << p)) && txq_[p].n + cfg.burst <= kTxQueueCap)
                 room |= uint8_t(1u << p);
-        const uint32_t want = cfg.burst;
+        const uint32_t want = std::min<uint32_t>(cfg.burst, budget);
         if (stash_.size() < want) {
             const size_t have = stash_.size();
             stash_.resize(want);
@@ -279,6 +282,7 @@ uint32_t Worker::tx(uint64_t now_ns) {
             out[i].hdr = rte_pktmbuf_mtod(stash_[stash_.size() - 1 - i], uint8_t *);
         const uint32_t n = ep_->poll_tx(out, want, now_ns, room);
         if (n == 0) break;
+        budget -= n;
         for (uint32_t i = 0; i < n; ++i) {
             rte_mbuf *m = stash_.back();
             stash_.pop_back();
