@@ -121,6 +121,7 @@ TEST(Ring, FifoWithFixedCapacity) {
 #include <sstream>
 
 #include "core/counters.h"
+#include "dataplane/counters.h"
 
 namespace mrc {
 namespace {
@@ -136,6 +137,8 @@ TEST(Counters, DocsNameEveryCounter) {
     for (const auto &c : kQpCounterInfo)
         EXPECT_NE(doc.find(std::string("`") + c.name + "`"), std::string::npos) << c.name;
     for (const auto &c : kPlaneCounterInfo)
+        EXPECT_NE(doc.find(std::string("`") + c.name + "`"), std::string::npos) << c.name;
+    for (const auto &c : dp::kWorkerCounterInfo)
         EXPECT_NE(doc.find(std::string("`") + c.name + "`"), std::string::npos) << c.name;
 }
 
