@@ -869,6 +869,8 @@ int main(int argc, char **argv) {
 
     Options o;
     CLI::App cli{"mrc-gen: MRC load generator (EAL arguments, then --, then these)"};
+    // A flag given twice: the last one counts (scripts append overrides).
+    cli.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     cli.add_option("--role", o.role, "server or client")
         ->required()
         ->check(CLI::IsMember({"server", "client"}));
