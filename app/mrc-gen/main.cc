@@ -910,7 +910,8 @@ int main(int argc, char **argv) {
     cli.add_option("--cc", o.cc, "nscc or fixed")
         ->check(CLI::IsMember({"nscc", "fixed"}))
         ->capture_default_str();
-    cli.add_option("--line-gbps", o.line_gbps, "NSCC: what the ports carry, Gb/s over all planes (sets the window)")
+    cli.add_option("--line-gbps", o.line_gbps,
+                   "NSCC: what the ports carry, Gb/s over all planes (sets the window)")
         ->check(CLI::Range(0.1, 1e4))
         ->capture_default_str();
     cli.add_option("--evs-per-plane", o.evs_per_plane, "entropy values per plane and QP")

@@ -15,6 +15,7 @@ namespace mrc::dp {
     X(rx_packets, "frames received from the ports")                                           \
     X(rx_bytes, "bytes received from the ports")                                              \
     X(rx_stray, "frames that are not IPv4/UDP to the MRC port (dropped)")                     \
+    X(rx_truncated, "frames shorter than their IPv4 or UDP length fields say (dropped)")      \
     X(rx_bad_cksum, "frames with a bad IPv4 or UDP checksum (dropped)")                       \
     X(rx_multiseg, "frames spread over several mbufs (dropped; the MTU fits one mbuf)")       \
     X(rx_ce_marked, "frames marked CE because the RX ring was backed up (ecn_full_bursts)")   \

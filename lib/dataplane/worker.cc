@@ -141,6 +141,14 @@ void Worker::rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_
             ++ctr_.rx_stray;
             continue;
         }
+        // Lengths before anything reads by them (the checksum below does).
+        const uint32_t l2 = f[12] == 0x81 ? 18 : 14;
+        const uint32_t ip_len = uint32_t(f[l2 + 2]) << 8 | f[l2 + 3];
+        const uint32_t udp_len = uint32_t(f[off - 4]) << 8 | f[off - 3];
+        if (l2 + ip_len > len || off - 8 + udp_len > l2 + ip_len || udp_len < 8) {
+            ++ctr_.rx_truncated;
+            continue;
+        }
         // Checksums: trust the device when it checked; else check here.
         const drivers::RxCksum ck = drivers::Port::rx_cksum(m);
         if (ck == drivers::RxCksum::kBad) {
@@ -148,7 +156,7 @@ void Worker::rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_
             continue;
         }
         if (ck == drivers::RxCksum::kUnknown) {
-            const uint32_t l3 = off - 8 - (f[12] == 0x81 ? 18 : 14);
+            const uint32_t l3 = off - 8 - l2;
             const auto *ip = reinterpret_cast<const rte_ipv4_hdr *>(f + off - 8 - l3);
             if (rte_raw_cksum(ip, l3) != 0xffff) {
                 ++ctr_.rx_bad_cksum;
