@@ -115,6 +115,8 @@ class Port {
     uint16_t queues() const { return queues_; }
     uint16_t mtu_bytes() const { return mtu_bytes_; }
     const char *driver() const { return driver_.c_str(); }
+    // Whether the device computes the UDP checksum of what it sends.
+    bool tx_udp_offload() const { return tx_udp_offload_; }
 
     // Current link state, without waiting.
     LinkState link() const;

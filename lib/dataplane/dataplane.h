@@ -156,7 +156,7 @@ class Worker {
     void rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_ns);
     uint32_t rx_handoff(uint64_t now_ns);
     uint32_t tx(uint64_t now_ns);
-    bool attach_payload(rte_mbuf *hdr, const TxPacket &t);
+    bool attach_payload(rte_mbuf *hdr, const TxPacket &t, bool sw_cksum);
     void flush(uint8_t plane);
     void control(uint64_t now_ns);
     void publish(uint64_t now_ns);

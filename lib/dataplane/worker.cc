@@ -156,15 +156,16 @@ void Worker::rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_
             continue;
         }
         if (ck == drivers::RxCksum::kUnknown) {
-            const uint32_t l3 = off - 8 - l2;
-            const auto *ip = reinterpret_cast<const rte_ipv4_hdr *>(f + off - 8 - l3);
-            if (rte_raw_cksum(ip, l3) != 0xffff) {
+            const uint32_t l3 = off - 8 - l2;  // IPv4 header bytes
+            const auto *ip = reinterpret_cast<const wire::Ipv4Hdr *>(f + l2);
+            if (wire::csum_fold(wire::csum_add(0, ip, l3)) != 0xffff) {
                 ++ctr_.rx_bad_cksum;
                 continue;
             }
-            const auto *udp = reinterpret_cast<const rte_udp_hdr *>(f + off - 8);
-            if (cfg.udp_checksum && udp->dgram_cksum != 0 &&
-                rte_ipv4_udptcp_cksum_verify(ip, udp) != 0) {
+            const uint8_t *udp = f + off - 8;
+            if (cfg.udp_checksum && (udp[6] | udp[7]) != 0 &&
+                wire::csum_fold(wire::csum_add(wire::ipv4_udp_pseudo_partial(*ip, udp_len), udp,
+                                               udp_len)) != 0xffff) {
                 ++ctr_.rx_bad_cksum;
                 continue;
             }
@@ -226,9 +227,20 @@ uint32_t Worker::rx_handoff(uint64_t now_ns) {
     return total;
 }
 
-bool Worker::attach_payload(rte_mbuf *hdr, const TxPacket &t) {
+bool Worker::attach_payload(rte_mbuf *hdr, const TxPacket &t, bool sw_cksum) {
     if (!dp_->cfg_.zero_copy_tx) {
-        rte_memcpy(rte_pktmbuf_mtod_offset(hdr, uint8_t *, t.hdr_len), t.payload, t.payload_len);
+        uint8_t *frame = rte_pktmbuf_mtod(hdr, uint8_t *);
+        if (sw_cksum) {
+            // Headers, then the payload copied and summed in one pass.
+            const auto *ip = reinterpret_cast<const wire::Ipv4Hdr *>(frame + RTE_ETHER_HDR_LEN);
+            auto *udp = reinterpret_cast<wire::UdpHdr *>(frame + wire::kEthIpv4UdpBytes - 8);
+            uint64_t sum = wire::ipv4_udp_pseudo_partial(*ip, udp->length.get());
+            sum = wire::csum_add(sum, udp, t.hdr_len - (wire::kEthIpv4UdpBytes - 8));
+            sum = wire::csum_copy(frame + t.hdr_len, t.payload, t.payload_len, sum);
+            udp->checksum.set(wire::udp_checksum_finish(sum));
+        } else {
+            rte_memcpy(frame + t.hdr_len, t.payload, t.payload_len);
+        }
         hdr->data_len = static_cast<uint16_t>(t.hdr_len + t.payload_len);
         hdr->pkt_len = hdr->data_len;
         return true;
@@ -301,15 +313,20 @@ uint32_t Worker::tx(uint64_t now_ns) {
                 rte_pktmbuf_free(m);
                 continue;
             }
+            // UDP checksums: the device's offload, or software (the payload
+            // copy sums it on the way), or none.
+            const drivers::Port &port = *dp_->ports_[p];
+            const bool sw_cksum = cfg.udp_checksum && !port.tx_udp_offload() && !cfg.zero_copy_tx;
             if (t.payload_len == 0) {
                 m->data_len = t.hdr_len;
                 m->pkt_len = t.hdr_len;
-            } else if (!attach_payload(m, t)) {
+                if (sw_cksum) wire::fill_udp_checksum(rte_pktmbuf_mtod(m, uint8_t *));
+            } else if (!attach_payload(m, t, sw_cksum)) {
                 ++ctr_.tx_nombuf;
                 rte_pktmbuf_free(m);
                 continue;
             }
-            if (cfg.udp_checksum) dp_->ports_[p]->prepare_tx_cksum(m, RTE_ETHER_HDR_LEN, 20);
+            if (cfg.udp_checksum && !sw_cksum) port.prepare_tx_cksum(m, RTE_ETHER_HDR_LEN, 20);
             TxQueue &q = txq_[p];
             if (q.n == kTxQueueCap) {
                 ++ctr_.tx_full;

@@ -25,6 +25,10 @@ uint64_t pseudo_header_sum(const Ipv4Hdr &ip, size_t udp_bytes) {
 
 }  // namespace
 
+uint64_t ipv4_udp_pseudo_partial(const Ipv4Hdr &ip, size_t udp_bytes) {
+    return pseudo_header_sum(ip, udp_bytes);
+}
+
 uint16_t ipv4_udp_pseudo_sum(const Ipv4Hdr &ip, uint16_t udp_bytes) {
     return csum_fold(pseudo_header_sum(ip, udp_bytes));
 }

@@ -78,25 +78,78 @@ static_assert(kEthIpv4UdpBytes == 42);
 // complement addition is byte-order independent, so the folded result is
 // swapped to network order once at the end.
 
+namespace detail {
+// Adds the two 32-bit halves of a word: a sum of those never overflows 64
+// bits before 2^31 words, and is congruent to the word modulo 2^16 - 1,
+// which is all the Internet checksum needs.
+inline uint64_t halves(uint64_t w) {
+    return (w & 0xffffffffu) + (w >> 32);
+}
+inline uint64_t add_carry(uint64_t sum, uint64_t v) {
+    sum += v;
+    return sum + (sum < v);  // end-around carry
+}
+}  // namespace detail
+
 // Adds `len` bytes at `data` to a partial sum. Every buffer but the last of a
-// checksummed run must have an even length.
+// checksummed run must have an even length. Four independent accumulators of
+// 32-bit halves, so the adds do not wait on each other's carries.
 inline uint64_t csum_add(uint64_t sum, const void *data, size_t len) {
     const auto *p = static_cast<const uint8_t *>(data);
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    while (len >= 32) {
+        uint64_t w[4];
+        std::memcpy(w, p, 32);
+        a += detail::halves(w[0]);
+        b += detail::halves(w[1]);
+        c += detail::halves(w[2]);
+        d += detail::halves(w[3]);
+        p += 32;
+        len -= 32;
+    }
+    sum = detail::add_carry(sum, a);
+    sum = detail::add_carry(sum, b);
+    sum = detail::add_carry(sum, c);
+    sum = detail::add_carry(sum, d);
     while (len >= 8) {
         uint64_t w;
         std::memcpy(&w, p, 8);
-        sum += w;
-        sum += (sum < w);  // end-around carry
+        sum = detail::add_carry(sum, w);
         p += 8;
         len -= 8;
     }
     if (len) {
         uint64_t w = 0;
         std::memcpy(&w, p, len);  // zero padding at the end, in memory order
-        sum += w;
-        sum += (sum < w);
+        sum = detail::add_carry(sum, w);
     }
     return sum;
+}
+
+// Copies `len` bytes from src to dst and adds them to a partial sum, in one
+// pass (the transmit path: payload into the frame, checksum on the way).
+inline uint64_t csum_copy(void *dst, const void *src, size_t len, uint64_t sum) {
+    auto *o = static_cast<uint8_t *>(dst);
+    const auto *p = static_cast<const uint8_t *>(src);
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    while (len >= 32) {
+        uint64_t w[4];
+        std::memcpy(w, p, 32);
+        std::memcpy(o, w, 32);
+        a += detail::halves(w[0]);
+        b += detail::halves(w[1]);
+        c += detail::halves(w[2]);
+        d += detail::halves(w[3]);
+        p += 32;
+        o += 32;
+        len -= 32;
+    }
+    sum = detail::add_carry(sum, a);
+    sum = detail::add_carry(sum, b);
+    sum = detail::add_carry(sum, c);
+    sum = detail::add_carry(sum, d);
+    std::memcpy(o, p, len);
+    return csum_add(sum, p, len);
 }
 
 // Folds a partial sum to 16 bits, in network byte order, not complemented.
@@ -117,6 +170,15 @@ uint16_t ipv4_header_checksum(const Ipv4Hdr &ip);
 // Sum of the IPv4 pseudo header for a UDP datagram of `udp_bytes` (folded, not
 // complemented): what a NIC with UDP checksum offload expects in the field.
 uint16_t ipv4_udp_pseudo_sum(const Ipv4Hdr &ip, uint16_t udp_bytes);
+
+// The unfolded sum of the pseudo header, to continue with csum_add/csum_copy
+// over the UDP header (checksum field zero) and payload; then
+// udp_checksum_finish.
+uint64_t ipv4_udp_pseudo_partial(const Ipv4Hdr &ip, size_t udp_bytes);
+inline uint16_t udp_checksum_finish(uint64_t sum) {
+    const auto c = static_cast<uint16_t>(~csum_fold(sum));
+    return c == 0 ? 0xffff : c;
+}
 
 // The full UDP checksum over pseudo header, header and payload, computed as if
 // the checksum field were zero; 0 is returned as 0xffff (RFC 768).
