@@ -24,9 +24,9 @@
 #include <fstream>
 #include <memory>
 #include <random>
-#include <thread>
 #include <vector>
 
+#include "common/sleep.h"
 #include "dataplane/dataplane.h"
 #include "gen.h"
 #include "oob.h"
@@ -536,9 +536,11 @@ int Generator::client() {
                     {"mrc_port", o_.mrc_port},
                     {"side", side_json(me_)}}}};
     if (auto r = conn->send(hello); !r) die(r.error().message);
-    auto reply = conn->recv(static_cast<uint32_t>(o_.timeout_s * 1000));
+    auto reply = conn->recv(static_cast<uint32_t>(o_.timeout_s * 1000), &g_stop);
     if (!reply) die(reply.error().message);
-    if (!*reply) die("the server did not answer");
+    if (!*reply)
+        die(g_stop.load() ? std::string("interrupted")
+                          : fmt::format("the server did not answer within {} s", o_.timeout_s));
     const json &rj = **reply;
     if (rj.contains("error")) die("the server refused: " + rj["error"].get<std::string>());
     std::string why;
@@ -560,7 +562,7 @@ int Generator::client() {
     double end_s = 0;
     const double drain_limit_s = 30;
     for (;;) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        mrc::sleep_for_steady(std::chrono::milliseconds(5));
         const double t = elapsed();
         for (Cut &c : cuts_)
             if (!c.done && t >= c.at_s) {
@@ -650,7 +652,8 @@ int Generator::server() {
     auto conn = Oob::accept(oob_addr->first, oob_addr->second,
                             static_cast<uint32_t>(o_.timeout_s * 1000), g_stop);
     if (!conn) die(conn.error().message);
-    auto hello_msg = conn->recv(static_cast<uint32_t>(o_.timeout_s * 1000));
+    auto hello_msg = conn->recv(static_cast<uint32_t>(o_.timeout_s * 1000), &g_stop);
+    if (g_stop.load()) die("interrupted");
     if (!hello_msg || !*hello_msg || !(*hello_msg)->contains("hello"))
         die("the client did not introduce itself");
     const json h = (**hello_msg)["hello"];
@@ -759,7 +762,7 @@ int Generator::server() {
             if (!m || (*m && (*m)->contains("bye"))) break;
         }
         for (int i = 0; i < 200 && dp_->planes() && (read_links_up()); ++i)
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            mrc::sleep_for_steady(std::chrono::milliseconds(10));
     }
     dp::telemetry_attach(nullptr);
     dp_.reset();

@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <thread>
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -15,6 +14,8 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "common/sleep.h"
 
 namespace mrc::gen {
 
@@ -80,7 +81,7 @@ Result<Oob> Oob::connect(const std::string &host, uint16_t port, uint32_t timeou
         }
         last_err = errno;
         ::close(fd);
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        mrc::sleep_for_steady(std::chrono::milliseconds(100));
     }
     if (stop.load()) return Error{"interrupted"};
     return Error{fmt::format("no mrc-gen server at {}:{} after {} ms ({})", host, port, timeout_ms,
@@ -129,7 +130,8 @@ Result<void> Oob::send(const nlohmann::json &j) {
     return {};
 }
 
-Result<std::optional<nlohmann::json>> Oob::recv(uint32_t timeout_ms) {
+Result<std::optional<nlohmann::json>> Oob::recv(uint32_t timeout_ms,
+                                                const std::atomic<bool> *stop) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     for (;;) {
         if (const size_t nl = buf_.find('\n'); nl != std::string::npos) {
@@ -145,8 +147,12 @@ Result<std::optional<nlohmann::json>> Oob::recv(uint32_t timeout_ms) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
             deadline - std::chrono::steady_clock::now());
         pollfd p{fd_, POLLIN, 0};
-        const int r = ::poll(&p, 1, int(std::max<int64_t>(0, left.count())));
-        if (r < 0 && errno == EINTR) return std::optional<nlohmann::json>();
+        if (stop != nullptr && stop->load()) return std::optional<nlohmann::json>();
+        const int r = ::poll(&p, 1, int(std::clamp<int64_t>(left.count(), 0, 100)));
+        // A signal is not the end of the wait: net_tap raises one per
+        // received burst, so a process using it sees EINTR all the time.
+        if (r < 0 && errno != EINTR)
+            return Error{fmt::format("poll on the peer connection: {}", std::strerror(errno))};
         if (r <= 0) {
             if (left.count() <= 0) return std::optional<nlohmann::json>();
             continue;

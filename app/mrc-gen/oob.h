@@ -28,9 +28,11 @@ class Oob {
                               const std::atomic<bool> &stop);
 
     Result<void> send(const nlohmann::json &j);
-    // A message, nullopt when timeout_ms passed without one, or an error
-    // when the peer closed the connection or sent something unreadable.
-    Result<std::optional<nlohmann::json>> recv(uint32_t timeout_ms);
+    // A message, nullopt when timeout_ms passed without one (or `stop` was
+    // set), or an error when the peer closed the connection or sent
+    // something unreadable.
+    Result<std::optional<nlohmann::json>> recv(uint32_t timeout_ms,
+                                               const std::atomic<bool> *stop = nullptr);
 
   private:
     explicit Oob(int fd) : fd_(fd) {}

@@ -10,10 +10,10 @@
 #include <cstring>
 #include <fstream>
 #include <optional>
-#include <thread>
 
 #include <unistd.h>
 
+#include "common/sleep.h"
 #include "port/eal.h"
 
 namespace mrc::drivers {
@@ -324,7 +324,7 @@ LinkState Port::wait_link_up(uint32_t timeout_ms) {
     std::optional<Clock::time_point> socket_seen;
     LinkState s = link();
     while (!s.up && Clock::now() < deadline) {
-        std::this_thread::sleep_for(milliseconds(10));
+        mrc::sleep_for_steady(milliseconds(10));
         const auto now = Clock::now();
         if (memif_client_) {
             bool may_connect = file_exists(memif_ready_file_);

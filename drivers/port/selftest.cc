@@ -4,8 +4,9 @@
 
 #include <chrono>
 #include <cstring>
-#include <thread>
 #include <vector>
+
+#include "common/sleep.h"
 
 namespace mrc::drivers {
 
@@ -271,7 +272,7 @@ Result<SelftestStats> selftest_echo(const Port &port, rte_mempool *, const Selft
             // Stop polling first: memif unmaps its rings when the peer leaves.
             const auto done_at = Clock::now();
             while (port.link().up && Clock::now() - done_at < std::chrono::milliseconds(kLingerMs))
-                std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                mrc::sleep_for_steady(std::chrono::milliseconds(5));
             break;
         }
         const uint16_t n = port.rx_burst(o.queue, burst, kBurst);

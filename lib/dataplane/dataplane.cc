@@ -8,6 +8,7 @@
 #include <chrono>
 #include <thread>
 
+#include "common/sleep.h"
 #include "port/eal.h"
 
 namespace mrc::dp {
@@ -184,7 +185,7 @@ Result<void> Dataplane::cut_port(uint8_t plane) {
             for (auto &w : workers_)
                 all = all && (w->cut_ack_.load(std::memory_order_acquire) & bit);
             if (all) break;
-            std::this_thread::sleep_for(std::chrono::microseconds(100));
+            mrc::sleep_for_steady(std::chrono::microseconds(100));
         }
         for (auto &w : workers_)
             if (!(w->cut_ack_.load(std::memory_order_acquire) & bit))
@@ -264,7 +265,7 @@ void Dataplane::control_loop() {
         for (uint8_t p = 0; p < planes(); ++p)
             cs.score[p] = scorer.score(p);
         ctl_snap_.store(cs);
-        std::this_thread::sleep_for(period);
+        mrc::sleep_for_steady(period);
     }
 }
 
