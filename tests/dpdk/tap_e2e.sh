@@ -17,16 +17,34 @@ ns=mrc-tap-$$
 work=$(mktemp -d /tmp/mrc-tap-XXXXXX)
 spid=""
 cpid=""
-cleanup() {
-  for p in $cpid $spid; do
-    kill -TERM "$p" 2>/dev/null || true
-    for _ in $(seq 20); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true
+logs() {
+  for f in client server; do
+    [ -f "$work/$f.log" ] && { echo "---- $f log"; tail -n 40 "$work/$f.log"; }
   done
+}
+stop() {  # pid: TERM, then KILL after 2 s
+  kill -TERM "$1" 2>/dev/null || return 0
+  for _ in $(seq 20); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+  kill -KILL "$1" 2>/dev/null || true
+}
+cleanup() {
+  local rc=$?
+  for p in $cpid $spid; do stop "$p"; done
+  if [ "$rc" -ne 0 ]; then logs; echo "FAILED (exit $rc)"; fi
   ip netns del "$ns" 2>/dev/null || true
   rm -rf "$work" /var/run/dpdk/mrc-tap-s-$$ /var/run/dpdk/mrc-tap-c-$$
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 143' INT TERM
+# Waits for a process to end, at most $2 seconds; fails if it does not.
+wait_for() {
+  for _ in $(seq $(( $2 * 10 ))); do
+    kill -0 "$1" 2>/dev/null || { wait "$1"; return $?; }
+    sleep 0.1
+  done
+  echo "process $1 still running after $2 s"
+  return 124
+}
 ip netns add "$ns"
 inns() { ip netns exec "$ns" "$@"; }
 inns ip link set lo up
@@ -65,18 +83,15 @@ cpid=$!
 attach tc 02:00:00:00:02
 sleep 1.5
 echo "setting tc1 (client plane 1) down"
-inns ip link set tc1 down || { echo "client tap missing:"; cat "$work/client.log"; exit 1; }
+inns ip link set tc1 down || { echo "the client's tap is gone"; exit 1; }
+# The client runs 4 s and drains; the server ends after it.
 rc=0
-wait "$cpid" || rc=$?
-cpid=""
-wait "$spid" || rc=$?
-spid=""
+wait_for "$cpid" 60 || rc=$?
+[ "$rc" -eq 0 ] && cpid=""
+wait_for "$spid" 20 || rc=$?
+[ "$rc" -eq 0 ] && spid=""
+[ "$rc" -eq 0 ] || exit 1
 cat "$work/client.log"
-if [ "$rc" -ne 0 ]; then
-  cat "$work/server.log"
-  echo "FAILED: exit $rc"
-  exit 1
-fi
 python3 - "$work/client.json" "$work/server.json" <<'PY'
 import json, sys
 c, s = (json.load(open(p)) for p in sys.argv[1:3])
