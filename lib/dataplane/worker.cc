@@ -228,12 +228,12 @@ uint32_t Worker::rx_handoff(uint64_t now_ns) {
 }
 
 bool Worker::attach_payload(rte_mbuf *hdr, const TxPacket &t, bool sw_cksum) {
+    uint8_t *frame = rte_pktmbuf_mtod(hdr, uint8_t *);
+    const auto *ip = reinterpret_cast<const wire::Ipv4Hdr *>(frame + RTE_ETHER_HDR_LEN);
+    auto *udp = reinterpret_cast<wire::UdpHdr *>(frame + wire::kEthIpv4UdpBytes - 8);
     if (!dp_->cfg_.zero_copy_tx) {
-        uint8_t *frame = rte_pktmbuf_mtod(hdr, uint8_t *);
         if (sw_cksum) {
             // Headers, then the payload copied and summed in one pass.
-            const auto *ip = reinterpret_cast<const wire::Ipv4Hdr *>(frame + RTE_ETHER_HDR_LEN);
-            auto *udp = reinterpret_cast<wire::UdpHdr *>(frame + wire::kEthIpv4UdpBytes - 8);
             uint64_t sum = wire::ipv4_udp_pseudo_partial(*ip, udp->length.get());
             sum = wire::csum_add(sum, udp, t.hdr_len - (wire::kEthIpv4UdpBytes - 8));
             sum = wire::csum_copy(frame + t.hdr_len, t.payload, t.payload_len, sum);
@@ -244,6 +244,13 @@ bool Worker::attach_payload(rte_mbuf *hdr, const TxPacket &t, bool sw_cksum) {
         hdr->data_len = static_cast<uint16_t>(t.hdr_len + t.payload_len);
         hdr->pkt_len = hdr->data_len;
         return true;
+    }
+    if (sw_cksum) {
+        // The payload is not copied, but it is still read once, here.
+        uint64_t sum = wire::ipv4_udp_pseudo_partial(*ip, udp->length.get());
+        sum = wire::csum_add(sum, udp, t.hdr_len - (wire::kEthIpv4UdpBytes - 8));
+        sum = wire::csum_add(sum, t.payload, t.payload_len);
+        udp->checksum.set(wire::udp_checksum_finish(sum));
     }
     // The payload stays in registered memory: a second mbuf points at it.
     rte_mbuf *seg = rte_pktmbuf_alloc(dp_->pool_);
@@ -316,7 +323,7 @@ uint32_t Worker::tx(uint64_t now_ns) {
             // UDP checksums: the device's offload, or software (the payload
             // copy sums it on the way), or none.
             const drivers::Port &port = *dp_->ports_[p];
-            const bool sw_cksum = cfg.udp_checksum && !port.tx_udp_offload() && !cfg.zero_copy_tx;
+            const bool sw_cksum = cfg.udp_checksum && !port.tx_udp_offload();
             if (t.payload_len == 0) {
                 m->data_len = t.hdr_len;
                 m->pkt_len = t.hdr_len;
