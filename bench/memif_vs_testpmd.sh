@@ -6,8 +6,9 @@
 #      with UDP checksums (the default) and without;
 #   3. mrc-gen pingpong of 64-byte messages: p50 / p99 / p99.9 latency.
 # Both ends busy-poll one worker lcore each, crossed over the two CPUs.
-# Every mrc-gen run is repeated (default 3 times, alternating with the
-# others); the table gives the median run. Prints a table and writes JSON
+# Every run, testpmd's included, is repeated (default 3 rounds); each
+# mrc-gen run is compared with the testpmd run of its round, and the table
+# gives medians over the rounds (this machine's neighbours are noisy). Prints a table and writes JSON
 # (default bench/results/memif.json).
 #
 #   bench/memif_vs_testpmd.sh [seconds per run (default 5)] [json path] [repeats (default 3)]
@@ -38,22 +39,37 @@ stop() {
   kill -KILL "$1" 2>/dev/null || true
 }
 
-echo "== testpmd txonly -> rxonly, one memif pair, 1514-byte frames, ${secs} s"
-dpdk-testpmd "${eal[@]}" --file-prefix mrc-bench-tps --lcores 0@1,1@0 $(vdevs server 1 tp) -- \
-  --forward-mode=rxonly --nb-cores 1 --total-num-mbufs 16384 --stats-period 1 \
-  >"$work/tp-rx.log" 2>&1 &
-rxp=$!; pids+=("$rxp")
-sleep 1
-dpdk-testpmd "${eal[@]}" --file-prefix mrc-bench-tpc --lcores 0@0,1@1 $(vdevs client 1 tp) -- \
-  --forward-mode=txonly --txpkts=1514 --nb-cores 1 --total-num-mbufs 16384 --stats-period 1 \
-  >"$work/tp-tx.log" 2>&1 &
-txp=$!; pids+=("$txp")
-sleep "$((secs + 2))"
-stop "$txp"; stop "$rxp"
-# Median of the per-second RX rates, after the first (warm-up) line.
-testpmd_pps=$(grep -a 'Rx-pps' "$work/tp-rx.log" | awk '$2 > 0 {print $2}' | tail -n +2 | sort -n |
-  awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : 0)}')
-echo "   testpmd rxonly: ${testpmd_pps} packets/s"
+# testpmd txonly -> rxonly over one memif pair; writes the median of its
+# per-second RX rates (after the first, partial, one) to $work/tp-$1.pps.
+run_testpmd() {
+  local r=$1
+  echo "== [$r] testpmd txonly -> rxonly, one memif pair, 1514-byte frames, ${secs} s"
+  dpdk-testpmd "${eal[@]}" --file-prefix mrc-bench-tps --lcores 0@1,1@0 $(vdevs server 1 "tp$r") -- \
+    --forward-mode=rxonly --nb-cores 1 --total-num-mbufs 16384 --stats-period 1 \
+    >"$work/tp-$r-rx.log" 2>&1 &
+  local rxp=$!; pids+=("$rxp")
+  # The memif client fails for good if the server is not listening yet.
+  for _ in $(seq 100); do
+    grep -q "@$work/tp$r-0.sock" /proc/net/unix 2>/dev/null && break
+    sleep 0.1
+  done
+  dpdk-testpmd "${eal[@]}" --file-prefix mrc-bench-tpc --lcores 0@0,1@1 $(vdevs client 1 "tp$r") -- \
+    --forward-mode=txonly --txpkts=1514 --nb-cores 1 --total-num-mbufs 16384 --stats-period 1 \
+    >"$work/tp-$r-tx.log" 2>&1 &
+  local txp=$!; pids+=("$txp")
+  sleep "$((secs + 4))"
+  stop "$txp"; stop "$rxp"
+  local pps
+  pps=$(grep -a 'Rx-pps' "$work/tp-$r-rx.log" | awk '$2 > 0 {print $2}' | tail -n +2 | sort -n |
+    awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : 0)}')
+  echo "   testpmd rxonly: ${pps} packets/s"
+  if [ "${pps:-0}" = 0 ]; then
+    echo "testpmd moved no packets; its logs:" >&2
+    tail -n 20 "$work/tp-$r-rx.log" "$work/tp-$r-tx.log" >&2
+    exit 1
+  fi
+  echo "$pps" >"$work/tp-$r.pps"
+}
 
 port=$((21000 + $$ % 9000))
 run_gen() {  # tag planes extra-args...
@@ -72,12 +88,15 @@ run_gen() {  # tag planes extra-args...
 }
 
 for ((r = 0; r < reps; r++)); do
+  run_testpmd "$r"
   for planes in 1 2 4; do
     echo "== [$r] mrc-gen WRITE, ${planes} plane(s), 4 QPs x 64 KiB messages, UDP checksums on"
     run_gen "w$planes-$r" "$planes" --mode write --qps 4 --msg-bytes 65536
     echo "== [$r] mrc-gen WRITE, ${planes} plane(s), UDP checksums off"
     run_gen "n$planes-$r" "$planes" --mode write --qps 4 --msg-bytes 65536 --no-udp-cksum
   done
+  echo "== [$r] mrc-gen WRITE, 1 plane, zero-copy transmit (extbuf mbufs), UDP checksums on"
+  run_gen "zc1-$r" 1 --mode write --qps 4 --msg-bytes 65536 --zero-copy
   echo "== [$r] mrc-gen WRITE, 1 plane, zero-copy transmit (extbuf mbufs), UDP checksums off"
   run_gen "z1-$r" 1 --mode write --qps 4 --msg-bytes 65536 --no-udp-cksum --zero-copy
   echo "== [$r] mrc-gen pingpong, 1 plane, 64-byte messages"
@@ -85,24 +104,26 @@ for ((r = 0; r < reps; r++)); do
 done
 
 mkdir -p "$(dirname "$out")"
-python3 - "$work" "$testpmd_pps" "$secs" "$out" "$reps" <<'PY'
-import json, os, platform, subprocess, sys
-work, tp_pps, secs, out, reps = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+python3 - "$work" "$secs" "$out" "$reps" <<'PY'
+import json, os, platform, statistics, subprocess, sys
+work, secs, out, reps = sys.argv[1], float(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+# testpmd ran at the start of every round: each mrc-gen run is compared with
+# the testpmd run of its own round, and the table gives medians over rounds.
+tp_round = {r: float(open(os.path.join(work, f"tp-{r}.pps")).read()) for r in range(reps)}
+tp_pps = statistics.median(tp_round.values())
 def load(tag):
-    # The median of the repeated runs, by goodput (pingpong: by p99).
     runs = []
     for r in range(reps):
         p = os.path.join(work, f"{tag}-{r}-c.json")
         if os.path.exists(p):
-            runs.append(json.load(open(p)))
-    if not runs:
-        return None
-    key = (lambda j: j.get("latency_us", {}).get("p99", 0)) if tag == "pp" else (lambda j: j["goodput_gbps"])
-    runs.sort(key=key)
-    return runs[len(runs) // 2]
+            runs.append((r, json.load(open(p))))
+    return runs
+def data_pps(j):
+    return sum(p["tx_data_pkts"] + p["tx_retx_pkts"] for p in j["ports"]) / j["elapsed_s"]
 frame = 1514
 res = {"seconds_per_run": secs, "repeats": reps, "frame_bytes": frame,
-       "testpmd_rx_pps": tp_pps, "testpmd_gbps": tp_pps * frame * 8 / 1e9, "runs": {}}
+       "testpmd_rx_pps": tp_pps, "testpmd_rx_pps_per_round": list(tp_round.values()),
+       "testpmd_gbps": tp_pps * frame * 8 / 1e9, "runs": {}}
 cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
                      capture_output=True, text=True).stdout.strip()
 res["machine"] = {"cpu": cpu, "cpus": os.cpu_count(), "kernel": platform.release()}
@@ -110,22 +131,27 @@ print(f"{'run':34} {'Gb/s':>7} {'data Mpps':>9} {'x testpmd pps':>13} {'retx':>7
 print(f"{'testpmd txonly->rxonly':34} {res['testpmd_gbps']:7.2f} {tp_pps/1e6:9.3f} {1.0:13.2f}")
 names = {"w1": "mrc-gen 1 plane", "w2": "mrc-gen 2 planes", "w4": "mrc-gen 4 planes",
          "n1": "mrc-gen 1 plane, no UDP cksum", "n2": "mrc-gen 2 planes, no UDP cksum",
-         "n4": "mrc-gen 4 planes, no UDP cksum", "z1": "mrc-gen 1 plane, zero-copy, no cksum"}
+         "n4": "mrc-gen 4 planes, no UDP cksum", "zc1": "mrc-gen 1 plane, zero-copy",
+         "z1": "mrc-gen 1 plane, zero-copy, no cksum"}
 for tag, name in names.items():
-    j = load(tag)
-    if j is None:
+    runs = load(tag)
+    if not runs:
         print(f"{name:34} (failed)"); continue
-    data_pps = sum(p["tx_data_pkts"] + p["tx_retx_pkts"] for p in j["ports"]) / j["elapsed_s"]
-    ok = j["qp_errors"] == 0 and j["verify_errors"] == 0
-    r = {"goodput_gbps": j["goodput_gbps"], "data_mpps": data_pps / 1e6,
-         "ratio_pps_vs_testpmd": data_pps / tp_pps if tp_pps else 0,
-         "ratio_gbps_vs_testpmd": j["goodput_gbps"] / res["testpmd_gbps"] if tp_pps else 0,
-         "retransmissions": j["retransmissions"], "qp_errors": j["qp_errors"], "ok": ok}
+    med = lambda xs: statistics.median(xs)
+    ok = all(j["qp_errors"] == 0 and j["verify_errors"] == 0 for _, j in runs)
+    ratios = [data_pps(j) / tp_round[r] for r, j in runs]
+    r = {"goodput_gbps": med([j["goodput_gbps"] for _, j in runs]),
+         "data_mpps": med([data_pps(j) for _, j in runs]) / 1e6,
+         "ratio_pps_vs_testpmd": med(ratios),
+         "ratio_pps_vs_testpmd_per_round": ratios,
+         "retransmissions": int(med([j["retransmissions"] for _, j in runs])),
+         "qp_errors": sum(j["qp_errors"] for _, j in runs), "ok": ok}
     res["runs"][tag] = r
     print(f"{name:34} {r['goodput_gbps']:7.2f} {r['data_mpps']:9.3f} {r['ratio_pps_vs_testpmd']:13.2f} "
           f"{r['retransmissions']:7d} {'yes' if ok else 'NO':>3}")
-pp = load("pp")
-if pp and "latency_us" in pp:
+pps = sorted((j for _, j in load("pp") if "latency_us" in j), key=lambda j: j["latency_us"]["p99"])
+pp = pps[len(pps) // 2] if pps else None
+if pp:
     l = pp["latency_us"]
     res["pingpong_64B_us"] = {k: l[k] for k in ("p50", "p99", "p999", "samples")}
     print(f"pingpong 64 B: p50 {l['p50']:.1f} us, p99 {l['p99']:.1f} us, p99.9 {l['p999']:.1f} us "
