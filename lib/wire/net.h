@@ -148,7 +148,7 @@ inline uint64_t csum_copy(void *dst, const void *src, size_t len, uint64_t sum) 
     sum = detail::add_carry(sum, b);
     sum = detail::add_carry(sum, c);
     sum = detail::add_carry(sum, d);
-    std::memcpy(o, p, len);
+    if (len != 0) std::memcpy(o, p, len);  // (p may be null when len is 0)
     return csum_add(sum, p, len);
 }
 
