@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End to end over net_tap: two mrc-gen endpoints, each with 2 tap ports (one
 # per plane), inside a network namespace this script creates and removes.
-# The kernel bridges plane p's two taps (one Linux bridge per plane). After
-# 1.5 s the kernel side of the client's plane-1 tap is set down ("ip link set
-# down"): the transfer must complete, verified, over plane 0.
+# The kernel bridges plane p's two taps (one Linux bridge per plane). Once the
+# client has reported its first second of traffic, the kernel side of its
+# plane-1 tap is set down ("ip link set down"): the transfer must complete,
+# verified, over plane 0, which must carry traffic after the cut.
 # Needs root (namespaces, taps); exits 77 (skipped) without it.
 #
 #   tap_e2e.sh path/to/mrc-gen
@@ -78,10 +79,17 @@ spid=$!
 attach ts 02:00:00:00:01
 inns "$gen" "${eal[@]}" --lcores 0@0,1@1 --file-prefix "mrc-tap-c-$$" $(taps tc) -- \
   --role client --oob 127.0.0.1:18515 --idle sleep --mode write_imm --verify --qps 4 \
-  --msg-bytes 65536 --duration 4 --json "$work/client.json" >"$work/client.log" 2>&1 &
+  --msg-bytes 65536 --duration 5 --stats-period 1 --json "$work/client.json" >"$work/client.log" 2>&1 &
 cpid=$!
 attach tc 02:00:00:00:02
-sleep 1.5
+# Cut after the first stats line, not after a fixed delay: start-up time
+# varies a lot (sanitizer builds start several times slower).
+for _ in $(seq 300); do
+  grep -q '^\[ *1\.0s\]' "$work/client.log" && break
+  kill -0 "$cpid" 2>/dev/null || { echo "the client ended before its first second"; exit 1; }
+  sleep 0.1
+done
+grep -q '^\[ *1\.0s\]' "$work/client.log" || { echo "no traffic after 30 s"; exit 1; }
 echo "setting tc1 (client plane 1) down"
 inns ip link set tc1 down || { echo "the client's tap is gone"; exit 1; }
 # The client runs 4 s and drains; the server ends after it.
@@ -92,9 +100,13 @@ wait_for "$spid" 20 || rc=$?
 [ "$rc" -eq 0 ] && spid=""
 [ "$rc" -eq 0 ] || exit 1
 cat "$work/client.log"
-python3 - "$work/client.json" "$work/server.json" <<'PY'
-import json, sys
+python3 - "$work/client.json" "$work/server.json" "$work/client.log" <<'PY'
+import json, re, sys
 c, s = (json.load(open(p)) for p in sys.argv[1:3])
+# Live lines after the cut: links "UD" and traffic still flowing.
+after = [float(m.group(1)) for m in
+         re.finditer(r"goodput +([0-9.]+) Gb/s.* links UD", open(sys.argv[3]).read())]
+assert len(after) >= 2 and all(g > 0 for g in after), f"no traffic after the cut: {after}"
 assert c["verify_errors"] == 0 and s["verify_errors"] == 0, "verify errors"
 assert c["qp_errors"] == 0 and s["qp_errors"] == 0, "QP errors"
 assert s["bytes_verified"] == c["bytes"] > 0, (s["bytes_verified"], c["bytes"])
