@@ -446,3 +446,13 @@ void Fabric::copy_counters(std::vector<PathCounters> *out) const {
 }
 
 }  // namespace mrc::fabric
+
+namespace mrc::fabric {
+
+void Fabric::copy_params(std::vector<PathParams> *out) const {
+    out->resize(paths_v_.size());
+    for (size_t i = 0; i < paths_v_.size(); ++i)
+        (*out)[i] = paths_v_[i].params;
+}
+
+}  // namespace mrc::fabric

@@ -200,6 +200,9 @@ class Fabric {
     uint64_t next_due(uint32_t plane, Dir dir) const;
     size_t queued(uint32_t plane, Dir dir) const { return line(plane, dir).size(); }
 
+    // Whether a setting names planes and paths that exist and values that
+    // are allowed (another thread may call it: it reads only the shape).
+    Result<void> check(const Setting &s) const;
     // Applies a setting now; nothing changes when any part of it is wrong.
     Result<void> apply(const Setting &s);
     // Applies the schedule's events due by `elapsed_ns` since the start;
@@ -219,6 +222,7 @@ class Fabric {
     }
     // Every path's counters, in (plane, path, dir) order: for snapshots.
     void copy_counters(std::vector<PathCounters> *out) const;
+    void copy_params(std::vector<PathParams> *out) const;
 
   private:
     struct PathState {
@@ -232,7 +236,6 @@ class Fabric {
         return (size_t(plane) * paths_ + path) * 2 + dir;
     }
     const DelayLine &line(uint32_t plane, Dir dir) const { return lines_[plane * 2 + dir]; }
-    Result<void> check(const Setting &s) const;
 
     uint32_t planes_ = 0;
     uint32_t paths_ = 0;
