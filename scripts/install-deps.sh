@@ -10,6 +10,7 @@ packages=(
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   clang libclang-rt-14-dev clang-format
   iproute2 procps
+  tshark
 )
 
 missing=()
@@ -25,6 +26,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# tshark's package asks whether non-root users may capture: no.
+echo "wireshark-common wireshark-common/install-setuid boolean false" |
+  "${sudo[@]}" debconf-set-selections 2>/dev/null || true
 if ! "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"; then
   "${sudo[@]}" apt-get update -q
   "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

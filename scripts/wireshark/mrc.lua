@@ -1,0 +1,311 @@
+-- Wireshark dissector for MRC (Multipath Reliable Connection) over UDP, as
+-- this project puts it on the wire: docs/wire-format.md is the reference
+-- for every field below.
+--
+-- Use:   wireshark -X lua_script:scripts/wireshark/mrc.lua capture.pcap
+--        tshark -X lua_script:scripts/wireshark/mrc.lua -r capture.pcap -Y mrc
+-- or copy it to ~/.local/lib/wireshark/plugins/. The UDP port (4797 by
+-- default) is a preference: Edit > Preferences > Protocols > MRC.
+--
+-- Filter fields start with "mrc.": mrc.opcode, mrc.psn, mrc.dst_qpn, mrc.ev,
+-- mrc.sack.bitmap, mrc.ev_echo, mrc.nack.reason, ... Problems in a packet
+-- (bad version, reserved bits set, lengths that disagree) are expert-info
+-- errors, so "_ws.expert.severity == error" finds them.
+
+local mrc = Proto("mrc", "Multipath Reliable Connection")
+
+local DEFAULT_PORT = 4797
+
+local opcodes = {
+    [0x01] = "WRITE",
+    [0x02] = "WRITE_IMM",
+    [0x10] = "SACK",
+    [0x11] = "NACK",
+    [0x20] = "PROBE",
+    [0x21] = "PROBE_REPLY",
+}
+local nack_reasons = {
+    [0x01] = "TRIMMED",
+    [0x02] = "TRIMMED_LAST_HOP",
+    [0x0a] = "NO_RESOURCE",
+    [0x0b] = "PSN_OUT_OF_WINDOW",
+    [0x19] = "UNEXPECTED",
+    [0x1a] = "REMOTE_ACCESS",
+}
+
+local f = mrc.fields
+-- BaseHdr (12 bytes, every packet)
+f.opcode = ProtoField.uint8("mrc.opcode", "Opcode", base.HEX, opcodes)
+f.flags = ProtoField.uint8("mrc.flags", "Flags", base.HEX)
+f.flag_ack_req = ProtoField.bool("mrc.flags.ack_req", "ACK_REQ", 8, nil, 0x01)
+f.flag_syn = ProtoField.bool("mrc.flags.syn", "SYN", 8, nil, 0x02)
+f.flag_first = ProtoField.bool("mrc.flags.first", "FIRST", 8, nil, 0x04)
+f.flag_last = ProtoField.bool("mrc.flags.last", "LAST", 8, nil, 0x08)
+f.flag_retx = ProtoField.bool("mrc.flags.retx", "RETX", 8, nil, 0x10)
+f.flag_undef = ProtoField.bool("mrc.flags.undefined", "Undefined (0x20)", 8, nil, 0x20)
+f.flag_trim_last = ProtoField.bool("mrc.flags.trim_last_hop", "TRIM_LAST_HOP", 8, nil, 0x40)
+f.flag_trimmed = ProtoField.bool("mrc.flags.trimmed", "TRIMMED", 8, nil, 0x80)
+f.version = ProtoField.uint8("mrc.version", "Version", base.DEC)
+f.reserved = ProtoField.bytes("mrc.reserved", "Reserved")
+f.dst_qpn = ProtoField.uint24("mrc.dst_qpn", "Destination QPN", base.DEC_HEX)
+f.psn = ProtoField.uint24("mrc.psn", "PSN", base.DEC)
+f.ev = ProtoField.uint16("mrc.ev", "Entropy value (UDP source port)", base.DEC)
+-- DataHdr, RETH, ImmHdr
+f.msn = ProtoField.uint32("mrc.msn", "Message sequence number", base.DEC)
+f.msg_offset = ProtoField.uint32("mrc.msg_offset", "Message offset", base.DEC)
+f.tx_ts = ProtoField.uint32("mrc.tx_ts", "Transmit timestamp (ns, low 32 bits)", base.DEC)
+f.remote_addr = ProtoField.uint64("mrc.reth.remote_addr", "Remote address", base.HEX)
+f.rkey = ProtoField.uint32("mrc.reth.rkey", "Remote key", base.HEX)
+f.length = ProtoField.uint32("mrc.reth.length", "Payload length (as sent)", base.DEC)
+f.imm = ProtoField.uint32("mrc.imm", "Immediate data", base.HEX)
+f.msg_bytes = ProtoField.uint32("mrc.imm.msg_bytes", "Message length", base.DEC)
+f.payload = ProtoField.bytes("mrc.payload", "Payload")
+-- SACK
+f.trigger_psn = ProtoField.uint24("mrc.sack.trigger_psn", "Trigger PSN", base.DEC)
+f.sack_offset = ProtoField.uint16("mrc.sack.offset", "SACK offset", base.DEC)
+f.ev_echo = ProtoField.uint16("mrc.ev_echo", "EV echo", base.DEC)
+f.bitmap = ProtoField.uint64("mrc.sack.bitmap", "SACK bitmap", base.HEX)
+f.sacked = ProtoField.uint24("mrc.sack.psn", "Selectively acked PSN", base.DEC)
+f.sacked_count = ProtoField.uint8("mrc.sack.count", "PSNs in the bitmap", base.DEC)
+f.ts_echo = ProtoField.uint32("mrc.ts_echo", "Timestamp echo", base.DEC)
+f.rwnd = ProtoField.uint16("mrc.rwnd_units", "Receive window (128-PSN units)", base.DEC)
+f.ack_flags = ProtoField.uint8("mrc.ack.flags", "Ack flags", base.HEX)
+f.ack_ecn = ProtoField.bool("mrc.ack.flags.ecn_echo", "ECN_ECHO", 8, nil, 0x01)
+f.ack_dup = ProtoField.bool("mrc.ack.flags.duplicate", "DUPLICATE", 8, nil, 0x02)
+f.ack_delayed = ProtoField.bool("mrc.ack.flags.delayed", "DELAYED", 8, nil, 0x04)
+f.plane_status = ProtoField.uint8("mrc.plane_status", "Plane status (bit p: plane p in use)", base.HEX)
+-- NACK
+f.reason = ProtoField.uint8("mrc.nack.reason", "Reason", base.HEX, nack_reasons)
+f.cum_psn = ProtoField.uint24("mrc.nack.cum_psn", "Cumulative PSN", base.DEC)
+-- PROBE, PROBE_REPLY
+f.probe_id = ProtoField.uint32("mrc.probe.id", "Probe id", base.HEX)
+f.probe_ev = ProtoField.uint16("mrc.probe.ev", "Probed EV", base.DEC)
+f.probe_ts = ProtoField.uint32("mrc.probe.ts", "Timestamp", base.DEC)
+
+local e_malformed = ProtoExpert.new("mrc.malformed", "Malformed MRC packet", expert.group.MALFORMED,
+                                    expert.severity.ERROR)
+local e_proto = ProtoExpert.new("mrc.violation", "MRC protocol violation", expert.group.PROTOCOL,
+                                expert.severity.ERROR)
+local e_trimmed = ProtoExpert.new("mrc.trimmed", "Payload trimmed by the network",
+                                  expert.group.SEQUENCE, expert.severity.NOTE)
+mrc.experts = { e_malformed, e_proto, e_trimmed }
+
+local prefs = mrc.prefs
+prefs.udp_port = Pref.uint("UDP port", DEFAULT_PORT, "UDP destination port of MRC")
+
+local udp_srcport = Field.new("udp.srcport")
+
+local BASE, DATA, RETH, IMM, SACK, NACK, PROBE = 12, 12, 16, 8, 24, 16, 12
+
+local function check_zero(tree, tvb_range, what)
+    if tvb_range:len() > 0 then
+        for i = 0, tvb_range:len() - 1 do
+            if tvb_range(i, 1):uint() ~= 0 then
+                tree:add_proto_expert_info(e_proto, what .. " not zero")
+                return
+            end
+        end
+    end
+end
+
+local function flag_names(v)
+    local names = {}
+    local bits = { [0x01] = "ACK_REQ", [0x02] = "SYN", [0x04] = "FIRST", [0x08] = "LAST",
+                   [0x10] = "RETX", [0x40] = "TRIM_LAST_HOP", [0x80] = "TRIMMED" }
+    for _, bit in ipairs({ 0x01, 0x02, 0x04, 0x08, 0x10, 0x40, 0x80 }) do
+        if math.floor(v / bit) % 2 == 1 then names[#names + 1] = bits[bit] end
+    end
+    return table.concat(names, ",")
+end
+
+local function add_ack_flags(tree, r)
+    local t = tree:add(f.ack_flags, r)
+    t:add(f.ack_ecn, r)
+    t:add(f.ack_dup, r)
+    t:add(f.ack_delayed, r)
+    if r:uint() >= 8 then t:add_proto_expert_info(e_proto, "undefined ack flag bits") end
+    return r:uint()
+end
+
+local function dissect_data(tvb, pinfo, tree, opcode, flags, psn)
+    local need = BASE + DATA + RETH
+    local last = math.floor(flags / 8) % 2 == 1
+    local imm = opcode == 0x02 and last
+    if imm then need = need + IMM end
+    if tvb:len() < need then
+        tree:add_proto_expert_info(e_malformed, string.format("%d bytes: a data packet needs %d",
+                                                              tvb:len(), need))
+        return
+    end
+    local o = BASE
+    tree:add(f.msn, tvb(o, 4))
+    tree:add(f.msg_offset, tvb(o + 4, 4))
+    tree:add(f.tx_ts, tvb(o + 8, 4))
+    o = o + DATA
+    local reth = tree:add(mrc, tvb(o, RETH), "RETH")
+    reth:add(f.remote_addr, tvb(o, 8))
+    reth:add(f.rkey, tvb(o + 8, 4))
+    reth:add(f.length, tvb(o + 12, 4))
+    local length = tvb(o + 12, 4):uint()
+    o = o + RETH
+    if imm then
+        local it = tree:add(mrc, tvb(o, IMM), "ImmHdr")
+        it:add(f.imm, tvb(o, 4))
+        it:add(f.msg_bytes, tvb(o + 4, 4))
+        if tvb(o + 4, 4):uint() ~= tvb(BASE + 4, 4):uint() + length then
+            it:add_proto_expert_info(e_proto, "message length is not offset + length")
+        end
+        o = o + IMM
+    end
+    local trimmed = flags >= 0x80
+    local rest = tvb:len() - o
+    if trimmed then
+        tree:add_proto_expert_info(e_trimmed)
+        if rest ~= 0 then
+            tree:add_proto_expert_info(e_malformed, "a trimmed packet carries no payload")
+        end
+    else
+        if rest ~= length then
+            tree:add_proto_expert_info(e_malformed, string.format(
+                "payload is %d bytes, the RETH says %d", rest, length))
+        elseif rest == 0 then
+            tree:add_proto_expert_info(e_malformed, "a data packet without payload")
+        end
+        if rest > 0 then tree:add(f.payload, tvb(o, rest)) end
+    end
+    pinfo.cols.info:append(string.format(" PSN=%d MSN=%d off=%d len=%d", psn,
+                                         tvb(BASE, 4):uint(), tvb(BASE + 4, 4):uint(), length))
+end
+
+local function dissect_sack(tvb, pinfo, tree, psn)
+    if tvb:len() < BASE + SACK then
+        tree:add_proto_expert_info(e_malformed, "SACK shorter than 36 bytes")
+        return
+    end
+    local o = BASE
+    check_zero(tree, tvb(o, 1), "reserved byte")
+    tree:add(f.trigger_psn, tvb(o + 1, 3))
+    tree:add(f.sack_offset, tvb(o + 4, 2))
+    tree:add(f.ev_echo, tvb(o + 6, 2))
+    local bt = tree:add(f.bitmap, tvb(o + 8, 8))
+    tree:add(f.ts_echo, tvb(o + 16, 4))
+    tree:add(f.rwnd, tvb(o + 20, 2))
+    add_ack_flags(tree, tvb(o + 22, 1))
+    tree:add(f.plane_status, tvb(o + 23, 1))
+    -- The PSNs the bitmap acknowledges: bit i is cum + offset + i.
+    local first = psn + tvb(o + 4, 2):uint()
+    local hi, lo = tvb(o + 8, 4):uint(), tvb(o + 12, 4):uint()
+    local count, shown = 0, {}
+    for i = 0, 63 do
+        local word = i < 32 and lo or hi
+        if math.floor(word / 2 ^ (i % 32)) % 2 == 1 then
+            local p = (first + i) % 0x1000000
+            bt:add(f.sacked, tvb(o + 8, 8), p):set_generated()
+            count = count + 1
+            if #shown < 4 then shown[#shown + 1] = tostring(p) end
+        end
+    end
+    bt:add(f.sacked_count, tvb(o + 8, 8), count):set_generated()
+    pinfo.cols.info:append(string.format(" cum=%d trigger=%d ev_echo=%d sacked=%d%s", psn,
+                                         tvb(o + 1, 3):uint(), tvb(o + 6, 2):uint(), count,
+                                         count > 0 and (" [" .. table.concat(shown, ",") ..
+                                             (count > 4 and ",..." or "") .. "]") or ""))
+end
+
+local function dissect_nack(tvb, pinfo, tree, psn)
+    if tvb:len() < BASE + NACK then
+        tree:add_proto_expert_info(e_malformed, "NACK shorter than 28 bytes")
+        return
+    end
+    local o = BASE
+    local rt = tree:add(f.reason, tvb(o, 1))
+    local reason = tvb(o, 1):uint()
+    if nack_reasons[reason] == nil then rt:add_proto_expert_info(e_proto, "unknown NACK reason") end
+    add_ack_flags(tree, tvb(o + 1, 1))
+    tree:add(f.ev_echo, tvb(o + 2, 2))
+    check_zero(tree, tvb(o + 4, 1), "reserved byte")
+    tree:add(f.cum_psn, tvb(o + 5, 3))
+    tree:add(f.ts_echo, tvb(o + 8, 4))
+    tree:add(f.rwnd, tvb(o + 12, 2))
+    check_zero(tree, tvb(o + 14, 1), "reserved byte")
+    tree:add(f.plane_status, tvb(o + 15, 1))
+    pinfo.cols.info:append(string.format(" %s PSN=%d cum=%d ev_echo=%d",
+                                         nack_reasons[reason] or "?", psn, tvb(o + 5, 3):uint(),
+                                         tvb(o + 2, 2):uint()))
+end
+
+local function dissect_probe(tvb, pinfo, tree)
+    if tvb:len() < BASE + PROBE then
+        tree:add_proto_expert_info(e_malformed, "probe shorter than 24 bytes")
+        return
+    end
+    local o = BASE
+    tree:add(f.probe_id, tvb(o, 4))
+    tree:add(f.probe_ev, tvb(o + 4, 2))
+    check_zero(tree, tvb(o + 6, 1), "reserved byte")
+    tree:add(f.plane_status, tvb(o + 7, 1))
+    tree:add(f.probe_ts, tvb(o + 8, 4))
+    pinfo.cols.info:append(string.format(" id=0x%08x ev=%d", tvb(o, 4):uint(), tvb(o + 4, 2):uint()))
+end
+
+function mrc.dissector(tvb, pinfo, tree)
+    pinfo.cols.protocol = "MRC"
+    local t = tree:add(mrc, tvb(), "Multipath Reliable Connection")
+    if tvb:len() < BASE then
+        t:add_proto_expert_info(e_malformed, "shorter than the 12-byte base header")
+        return
+    end
+    local opcode = tvb(0, 1):uint()
+    local flags = tvb(1, 1):uint()
+    local psn = tvb(9, 3):uint()
+    local ot = t:add(f.opcode, tvb(0, 1))
+    local ft = t:add(f.flags, tvb(1, 1))
+    ft:append_text(" (" .. flag_names(flags) .. ")")
+    for _, fl in ipairs({ f.flag_ack_req, f.flag_syn, f.flag_first, f.flag_last, f.flag_retx,
+                          f.flag_undef, f.flag_trim_last, f.flag_trimmed }) do
+        ft:add(fl, tvb(1, 1))
+    end
+    if math.floor(flags / 0x20) % 2 == 1 then ft:add_proto_expert_info(e_proto, "undefined flag 0x20") end
+    local vt = t:add(f.version, tvb(2, 1))
+    if tvb(2, 1):uint() ~= 1 then vt:add_proto_expert_info(e_proto, "version is not 1") end
+    check_zero(t, tvb(3, 2), "reserved bytes 3-4")
+    t:add(f.dst_qpn, tvb(5, 3))
+    check_zero(t, tvb(8, 1), "reserved byte 8")
+    t:add(f.psn, tvb(9, 3))
+    local sp = udp_srcport()
+    if sp then t:add(f.ev, sp.range, sp.value):set_generated() end
+
+    local name = opcodes[opcode]
+    if name == nil then
+        ot:add_proto_expert_info(e_proto, "unknown opcode")
+        pinfo.cols.info = string.format("MRC opcode 0x%02x", opcode)
+        return
+    end
+    pinfo.cols.info = string.format("%s QPN=%d", name, tvb(5, 3):uint())
+    if flags ~= 0 then pinfo.cols.info:append(" [" .. flag_names(flags) .. "]") end
+    t:append_text(", " .. name)
+    if opcode == 0x01 or opcode == 0x02 then
+        dissect_data(tvb, pinfo, t, opcode, flags, psn)
+    else
+        if flags ~= 0 then ft:add_proto_expert_info(e_proto, "control packets carry no flags") end
+        if opcode == 0x10 then
+            dissect_sack(tvb, pinfo, t, psn)
+        elseif opcode == 0x11 then
+            dissect_nack(tvb, pinfo, t, psn)
+        else
+            dissect_probe(tvb, pinfo, t)
+        end
+    end
+    return tvb:len()
+end
+
+local current_port = DEFAULT_PORT
+DissectorTable.get("udp.port"):add(current_port, mrc)
+
+function mrc.prefs_changed()
+    if prefs.udp_port ~= current_port then
+        DissectorTable.get("udp.port"):remove(current_port, mrc)
+        current_port = prefs.udp_port
+        DissectorTable.get("udp.port"):add(current_port, mrc)
+    end
+end
