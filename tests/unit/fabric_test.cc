@@ -460,3 +460,44 @@ TEST(FabricImpair, PathsSpreadEvsLikeEcmp) {
 
 }  // namespace
 }  // namespace mrc::fabric
+
+namespace mrc::fabric {
+namespace {
+
+std::string read_text(const std::string &path) {
+    FILE *f = std::fopen(path.c_str(), "r");
+    if (f == nullptr) return {};
+    std::string s;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+        s.append(buf, n);
+    std::fclose(f);
+    return s;
+}
+
+TEST(FabricDocs, EveryCounterAndParameterIsDocumented) {
+    const std::string doc = read_text(std::string(MRC_SOURCE_DIR) + "/docs/fabric.md");
+    ASSERT_FALSE(doc.empty());
+    for (const auto &c : kPathCounterInfo)
+        EXPECT_NE(doc.find("`" + std::string(c.name) + "`"), std::string::npos) << c.name;
+    for (const auto &k : param_keys())
+        EXPECT_NE(doc.find("| `" + k + "` |"), std::string::npos) << k;
+}
+
+TEST(FabricDocs, TheExampleConfigurationLoads) {
+    FabricConfig base;
+    base.planes = 2;
+    auto c = load_config(std::string(MRC_SOURCE_DIR) + "/config/fabric-example.toml", base);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    auto f = Fabric::create(*c);
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    EXPECT_EQ(f->params(0, 0, kAtoB).loss, 0.01);
+    EXPECT_EQ(f->params(0, 0, kBtoA).loss, 0);
+    EXPECT_TRUE(f->params(1, 3, kBtoA).trim);
+    EXPECT_EQ(f->params(1, 2, kBtoA).delay_us, 10);
+    EXPECT_EQ(c->schedule.size(), 2u);
+}
+
+}  // namespace
+}  // namespace mrc::fabric
