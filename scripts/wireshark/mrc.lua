@@ -7,6 +7,13 @@
 -- or copy it to ~/.local/lib/wireshark/plugins/. The UDP port (4797 by
 -- default) is a preference: Edit > Preferences > Protocols > MRC.
 --
+-- The UDP source port is MRC's entropy value, drawn from [1024, 65535], so
+-- it often equals a port another dissector is registered on (BATMAN's
+-- 4305, SIP's 5060, ...), and Wireshark gives a datagram to the dissector
+-- of its lower port. Turn on UDP's "Try heuristic sub-dissectors first"
+-- (-o udp.try_heuristic_first:TRUE): this script's heuristic then claims
+-- every datagram to the MRC port whose base header is MRC's.
+--
 -- Filter fields start with "mrc.": mrc.opcode, mrc.psn, mrc.dst_qpn, mrc.ev,
 -- mrc.sack.bitmap, mrc.ev_echo, mrc.nack.reason, ... Problems in a packet
 -- (bad version, reserved bits set, lengths that disagree) are expert-info
@@ -301,6 +308,18 @@ end
 
 local current_port = DEFAULT_PORT
 DissectorTable.get("udp.port"):add(current_port, mrc)
+
+-- The heuristic: the datagram goes to the MRC port and starts with a base
+-- header of version 1 and a known opcode.
+local udp_dstport = Field.new("udp.dstport")
+local function heuristic(tvb, pinfo, tree)
+    local dp = udp_dstport()
+    if dp == nil or dp.value ~= current_port or tvb:len() < BASE then return false end
+    if tvb(2, 1):uint() ~= 1 or opcodes[tvb(0, 1):uint()] == nil then return false end
+    mrc.dissector(tvb, pinfo, tree)
+    return true
+end
+mrc:register_heuristic("udp", heuristic)
 
 function mrc.prefs_changed()
     if prefs.udp_port ~= current_port then

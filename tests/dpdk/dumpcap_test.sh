@@ -83,7 +83,7 @@ stop "${pids[0]}"
 pids=()
 # Every frame decodes as MRC: data arriving at the server and its acks.
 # (The client was stopped mid-run: its status is not this test's business.)
-tshark -X "lua_script:$lua" -r "$work/dump.pcapng" -T fields -e mrc.opcode -e _ws.malformed \
+tshark -X "lua_script:$lua" -o udp.try_heuristic_first:TRUE -r "$work/dump.pcapng" -T fields -e mrc.opcode -e _ws.malformed \
   2>/dev/null >"$work/ops.txt"
 python3 - "$work/ops.txt" <<'PY'
 import collections, sys

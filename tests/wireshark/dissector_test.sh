@@ -45,7 +45,9 @@ fields=(frame.number mrc.opcode mrc.flags mrc.dst_qpn mrc.psn mrc.ev mrc.msn mrc
 decode() {  # pcap -> tab-separated fields, one line per frame
   local args=()
   for f in "${fields[@]}"; do args+=(-e "$f"); done
-  tshark -X "lua_script:$lua" -o ip.check_checksum:TRUE -o udp.check_checksum:TRUE \
+  # EVs collide with other protocols' ports: heuristics first (see mrc.lua).
+  tshark -X "lua_script:$lua" -o udp.try_heuristic_first:TRUE \
+    -o ip.check_checksum:TRUE -o udp.check_checksum:TRUE \
     -r "$1" -T fields -E separator=/t -E occurrence=a -E aggregator=, "${args[@]}" 2>"$work/tshark.err"
   if grep -qi "lua" "$work/tshark.err"; then cat "$work/tshark.err"; return 1; fi
 }
