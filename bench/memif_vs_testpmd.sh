@@ -32,12 +32,9 @@ vdevs() {  # role planes tag
   for ((p = 0; p < $2; p++)); do echo "--vdev=net_memif$p,role=$1,socket=$work/$3-$p.sock"; done
 }
 
-# Stops a process by PID: SIGINT (testpmd prints and exits), then SIGKILL.
-stop() {
-  kill -INT "$1" 2>/dev/null || true
-  for _ in $(seq 30); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
-  kill -KILL "$1" 2>/dev/null || true
-}
+# shellcheck source=tests/support/procs.sh
+source "$(dirname "$0")/../tests/support/procs.sh"
+stop() { stop_pid "$1" INT 3; }
 
 # testpmd txonly -> rxonly over one memif pair; writes the median of its
 # per-second RX rates (after the first, partial, one) to $work/tp-$1.pps.

@@ -288,7 +288,8 @@ void FabricApp::capture(const rte_mbuf *m, uint64_t now_ns) {
     const uint64_t ns = uint64_t(wall_start_.tv_usec) * 1000 + now_ns;
     h.ts.tv_sec = wall_start_.tv_sec + time_t(ns / 1'000'000'000);
     h.ts.tv_usec = suseconds_t(ns % 1'000'000'000);  // nanoseconds: the file says so
-    h.caplen = h.len = len;
+    h.caplen = len;  // frames above the buffer (jumbo) are cut, and say so
+    h.len = m->pkt_len;
     pcap_dump(reinterpret_cast<u_char *>(dumper_), &h, data);
     ++captured_;
 }

@@ -19,16 +19,14 @@ hp=/proc/sys/vm/nr_hugepages
 old_pages=$(cat "$hp")
 mounted=0
 pids=()
-stop() {
-  kill -TERM "$1" 2>/dev/null || return 0
-  for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
-  kill -KILL "$1" 2>/dev/null || true
-}
+# shellcheck source=tests/support/procs.sh
+source "$(dirname "$0")/../support/procs.sh"
+stop() { stop_pid "$1" TERM 5; }
 cleanup() {
   local rc=$?
   for p in "${pids[@]}"; do stop "$p"; done
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
-    for f in "$work"/*.log; do [ -f "$f" ] && { echo "---- $f"; tail -n 20 "$f"; }; done
+    print_logs "$work"
   fi
   [ "$mounted" -eq 1 ] && umount "$work/huge"
   echo "$old_pages" >"$hp"

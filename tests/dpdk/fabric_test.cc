@@ -51,16 +51,8 @@ std::string bin(const char *env, const char *fallback) {
 
 std::vector<std::string> fabric_cmd(const Net &n, const std::vector<std::string> &args,
                                     uint32_t planes = kPlanes) {
-    std::vector<std::string> c = {bin("MRC_FABRIC_BIN", "mrc-fabric"),
-                                  "--no-huge",
-                                  "-m",
-                                  "512",
-                                  "--no-shconf",
-                                  "--no-pci",
-                                  "--file-prefix",
-                                  n.tag + "-f",
-                                  "--lcores",
-                                  "0@(0,1)"};
+    std::vector<std::string> c =
+        dpdk_cmd(bin("MRC_FABRIC_BIN", "mrc-fabric"), n.tag + "-f", "0@(0,1)");
     int dev = 0;
     for (uint32_t p = 0; p < planes; ++p)
         for (const char *side : {"a", "b"})
@@ -73,16 +65,9 @@ std::vector<std::string> fabric_cmd(const Net &n, const std::vector<std::string>
 }
 
 std::vector<std::string> gen_cmd(const Net &n, bool server, const std::vector<std::string> &args) {
-    std::vector<std::string> c = {bin("MRC_GEN_BIN", "mrc-gen"),
-                                  "--no-huge",
-                                  "-m",
-                                  "512",
-                                  "--no-shconf",
-                                  "--no-pci",
-                                  "--file-prefix",
-                                  n.tag + (server ? "-s" : "-c"),
-                                  "--lcores",
-                                  server ? "0@1,1@0" : "0@0,1@1"};
+    std::vector<std::string> c =
+        dpdk_cmd(bin("MRC_GEN_BIN", "mrc-gen"), n.tag + (server ? "-s" : "-c"),
+                 server ? "0@1,1@0" : "0@0,1@1");
     // The client is on side A of every plane, the server on side B.
     for (uint32_t p = 0; p < kPlanes; ++p)
         c.push_back("--vdev=net_memif" + std::to_string(p) + ",role=client,socket=" + n.dir + "/" +

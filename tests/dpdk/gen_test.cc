@@ -39,19 +39,11 @@ Pair make_pair(uint32_t planes) {
 std::vector<std::string> gen_cmd(const Pair &p, bool server, const std::vector<std::string> &args) {
     const char *bin = std::getenv("MRC_GEN_BIN");
     static int n = 0;
-    std::vector<std::string> c = {
-        bin ? bin : "mrc-gen",
-        "--no-huge",
-        "-m",
-        "512",
-        "--no-shconf",
-        "--no-pci",
-        "--file-prefix",
-        "mrc-gen-test-" + std::to_string(getpid()) + "-" + std::to_string(n++),
-        // Two lcores on the two CPUs, crossed between the two ends.
-        "--lcores",
-        server ? "0@1,1@0" : "0@0,1@1",
-    };
+    // Two lcores on the two CPUs, crossed between the two ends.
+    std::vector<std::string> c =
+        dpdk_cmd(bin ? bin : "mrc-gen",
+                 "mrc-gen-test-" + std::to_string(getpid()) + "-" + std::to_string(n++),
+                 server ? "0@1,1@0" : "0@0,1@1");
     for (uint32_t i = 0; i < p.planes; ++i)
         c.push_back("--vdev=net_memif" + std::to_string(i) +
                     ",role=" + (server ? "server" : "client") + ",socket=" + p.dir + "/m" +

@@ -23,11 +23,9 @@ logs() {
     [ -f "$work/$f.log" ] && { echo "---- $f log"; tail -n 40 "$work/$f.log"; }
   done
 }
-stop() {  # pid: TERM, then KILL after 2 s
-  kill -TERM "$1" 2>/dev/null || return 0
-  for _ in $(seq 20); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
-  kill -KILL "$1" 2>/dev/null || true
-}
+# shellcheck source=tests/support/procs.sh
+source "$(dirname "$0")/../support/procs.sh"
+stop() { stop_pid "$1" TERM 2; }
 cleanup() {
   local rc=$?
   for p in $cpid $spid; do stop "$p"; done

@@ -90,6 +90,12 @@ std::string read_file(const std::string &path) {
     return ss.str();
 }
 
+std::vector<std::string> dpdk_cmd(const std::string &bin, const std::string &prefix,
+                                  const std::string &lcores) {
+    return {bin,        "--no-huge",     "-m",   "512",      "--no-shconf",
+            "--no-pci", "--file-prefix", prefix, "--lcores", lcores};
+}
+
 std::string make_temp_dir(const std::string &tag) {
     std::string tmpl = "/tmp/mrc-" + tag + "-XXXXXX";
     if (mkdtemp(tmpl.data()) == nullptr) return "/tmp";

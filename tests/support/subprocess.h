@@ -49,6 +49,11 @@ class Subprocess {
 int sh(const std::string &cmd);
 bool is_root();
 std::string read_file(const std::string &path);
+// The start of a DPDK program's command line for tests: EAL under
+// --no-huge (512 MiB), no shared config, no PCI, its own file prefix and
+// lcores; devices and the program's own arguments follow.
+std::vector<std::string> dpdk_cmd(const std::string &bin, const std::string &prefix,
+                                  const std::string &lcores);
 // A fresh directory under /tmp for one test's sockets and logs.
 std::string make_temp_dir(const std::string &tag);
 

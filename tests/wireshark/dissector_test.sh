@@ -20,16 +20,14 @@ if ! command -v tshark >/dev/null; then
 fi
 work=$(mktemp -d /tmp/mrc-ws-XXXXXX)
 pids=()
-stop() {  # TERM, then KILL after 5 s
-  kill -TERM "$1" 2>/dev/null || return 0
-  for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
-  kill -KILL "$1" 2>/dev/null || true
-}
+# shellcheck source=tests/support/procs.sh
+source "$(dirname "$0")/../support/procs.sh"
+stop() { stop_pid "$1" TERM 5; }
 cleanup() {
   local rc=$?
   for p in "${pids[@]}"; do stop "$p"; done
   if [ "$rc" -ne 0 ]; then
-    for f in "$work"/*.log; do [ -f "$f" ] && { echo "---- $f"; tail -n 20 "$f"; }; done
+    print_logs "$work"
   fi
   rm -rf "$work" /var/run/dpdk/mrc-ws-*-$$
 }
