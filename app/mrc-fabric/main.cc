@@ -54,10 +54,14 @@ void on_signal(int) {
     g_stop.store(true);
 }
 
+// A fatal error in set-up or at the peer: unwinds to main(), which prints
+// it and exits 2 after the ports and EAL are released (std::exit would
+// leave the runtime directory /var/run/dpdk/<prefix> behind).
+struct Fatal {
+    std::string message;
+};
 [[noreturn]] void die(const std::string &msg) {
-    std::fprintf(stderr, "mrc-fabric: %s\n", msg.c_str());
-    std::fflush(stderr);
-    std::exit(2);
+    throw Fatal{msg};
 }
 
 struct Options {
@@ -747,48 +751,54 @@ int main(int argc, char **argv) {
         const int rc = cli.exit(e);
         return rc == 0 ? 0 : 2;
     }
-    if (!o.capture_paths.empty() && o.capture.empty()) die("--capture-path needs --capture FILE");
-
-    FabricConfig cfg;
-    if (!o.config.empty()) {
-        auto c = load_config(o.config, cfg);
-        if (!c) die(c.error().message);
-        cfg = std::move(*c);
-    }
-    if (o.paths) cfg.paths = o.paths;
-    if (cli.count("--seed")) cfg.seed = o.seed;
-    if (o.delay_slots) cfg.delay_slots = o.delay_slots;
-    if (o.mrc_port) cfg.mrc_port = o.mrc_port;
-    for (const auto &s : o.impair) {
-        auto r = parse_setting(s);
-        if (!r) die(fmt::format("--impair {}: {}", s, r.error().message));
-        cfg.settings.push_back(std::move(*r));
-    }
-    for (const auto &s : o.schedule) {
-        auto r = parse_event(s);
-        if (!r) die(fmt::format("--schedule {}: {}", s, r.error().message));
-        cfg.schedule.push_back(std::move(*r));
-    }
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
     int rc;
-    {
-        FabricApp a(o, cfg);
-        a.setup();
-        {
-            std::lock_guard lk(g_app_mu);
-            g_app = &a;
+    try {
+        if (!o.capture_paths.empty() && o.capture.empty())
+            die("--capture-path needs --capture FILE");
+
+        FabricConfig cfg;
+        if (!o.config.empty()) {
+            auto c = load_config(o.config, cfg);
+            if (!c) die(c.error().message);
+            cfg = std::move(*c);
         }
-        rte_telemetry_register_cmd("/fabric/stats", tel_stats_cb,
-                                   "mrc-fabric totals over every path and direction");
-        rte_telemetry_register_cmd("/fabric/path", tel_path_cb,
-                                   "One path's counters and parameters. Params: PLANE,PATH");
-        rte_telemetry_register_cmd(
-            "/fabric/set", tel_set_cb,
-            "Change parameters at run time. Params: plane=P,path=K,dir=ab,loss=0.01,...");
-        rc = a.run();
-        std::lock_guard lk(g_app_mu);
-        g_app = nullptr;  // telemetry callbacks from now on answer -ENODEV
+        if (o.paths) cfg.paths = o.paths;
+        if (cli.count("--seed")) cfg.seed = o.seed;
+        if (o.delay_slots) cfg.delay_slots = o.delay_slots;
+        if (o.mrc_port) cfg.mrc_port = o.mrc_port;
+        for (const auto &s : o.impair) {
+            auto r = parse_setting(s);
+            if (!r) die(fmt::format("--impair {}: {}", s, r.error().message));
+            cfg.settings.push_back(std::move(*r));
+        }
+        for (const auto &s : o.schedule) {
+            auto r = parse_event(s);
+            if (!r) die(fmt::format("--schedule {}: {}", s, r.error().message));
+            cfg.schedule.push_back(std::move(*r));
+        }
+        std::signal(SIGINT, on_signal);
+        std::signal(SIGTERM, on_signal);
+        {
+            FabricApp a(o, cfg);
+            a.setup();
+            {
+                std::lock_guard lk(g_app_mu);
+                g_app = &a;
+            }
+            rte_telemetry_register_cmd("/fabric/stats", tel_stats_cb,
+                                       "mrc-fabric totals over every path and direction");
+            rte_telemetry_register_cmd("/fabric/path", tel_path_cb,
+                                       "One path's counters and parameters. Params: PLANE,PATH");
+            rte_telemetry_register_cmd(
+                "/fabric/set", tel_set_cb,
+                "Change parameters at run time. Params: plane=P,path=K,dir=ab,loss=0.01,...");
+            rc = a.run();
+            std::lock_guard lk(g_app_mu);
+            g_app = nullptr;  // telemetry callbacks from now on answer -ENODEV
+        }
+    } catch (const Fatal &f) {
+        std::fprintf(stderr, "mrc-fabric: %s\n", f.message.c_str());
+        rc = 2;
     }
     rte_pdump_uninit();
     return rc;

@@ -80,10 +80,14 @@ struct Options {
     uint16_t mrc_port = wire::kDefaultMrcPort;
 };
 
+// A fatal error in set-up or at the peer: unwinds to main(), which prints
+// it and exits 2 after the ports and EAL are released (std::exit would
+// leave the runtime directory /var/run/dpdk/<prefix> behind).
+struct Fatal {
+    std::string message;
+};
 [[noreturn]] void die(const std::string &msg) {
-    std::fprintf(stderr, "mrc-gen: %s\n", msg.c_str());
-    std::fflush(stderr);
-    std::exit(2);
+    throw Fatal{msg};
 }
 
 std::optional<uint32_t> parse_ipv4(const std::string &s) {
@@ -957,9 +961,15 @@ int main(int argc, char **argv) {
     }
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
-    Generator g(o);
-    g.run(argc, argv);
-    const int rc = g.finish();
+    int rc;
+    try {
+        Generator g(o);
+        g.run(argc, argv);
+        rc = g.finish();
+    } catch (const Fatal &f) {
+        std::fprintf(stderr, "mrc-gen: %s\n", f.message.c_str());
+        rc = 2;
+    }
     rte_pdump_uninit();
     return rc;
 }
