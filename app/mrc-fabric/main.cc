@@ -12,10 +12,13 @@
 //       [--impair SPEC]... [--schedule SPEC]... [--capture FILE [--capture-path SEL]...]
 //       [--duration S] [--stats-period S] [--json FILE] [--idle busy|sleep]
 //
-// One lcore (the main one) does everything: the rates it carries in tests
-// are a few Gb/s, and a single poll loop keeps the order of events exact.
+// One poll loop does everything, in slices run by EAL's interrupt thread
+// (see FabricApp::on_alarm for why); the main lcore waits. The rates it
+// carries in tests are a few Gb/s, and one loop keeps the order of events
+// exact.
 #include <fmt/core.h>
 #include <pcap/pcap.h>
+#include <rte_alarm.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_pdump.h>
@@ -37,6 +40,7 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "common/sleep.h"
 #include "dataplane/clock.h"
 #include "fabric/config.h"
 #include "fabric/fabric.h"
@@ -189,6 +193,13 @@ class FabricApp {
     uint64_t settings_applied_ = 0;
     Snapshot snap_;
     uint64_t next_publish_ns_ = 0;
+    // The poll loop (see on_alarm).
+    static void on_alarm(void *arg);
+    int64_t slice();  // microseconds until the next slice, or -1: the run is over
+    static constexpr uint64_t kSliceNs = 1'000'000;
+    std::atomic<bool> finished_{false};
+    uint64_t start_ns_ = 0, end_ns_ = UINT64_MAX, period_ns_ = 0, next_line_ns_ = UINT64_MAX;
+    uint32_t empty_polls_ = 0;
     // The schedule's time origin: the start, or the first MRC frame.
     bool sched_started_ = false;
     uint64_t sched_origin_ns_ = 0;
@@ -486,31 +497,32 @@ json FabricApp::summary(double elapsed_s) {
     return j;
 }
 
-int FabricApp::run() {
-    gettimeofday(&wall_start_, nullptr);
-    const uint64_t start = clock_.now_ns();
-    const uint64_t end = o_.duration_s > 0 ? start + uint64_t(o_.duration_s * 1e9) : UINT64_MAX;
-    const uint64_t period = o_.stats_period_s > 0 ? uint64_t(o_.stats_period_s * 1e9) : 0;
-    uint64_t next_line = period ? start + period : UINT64_MAX;
-    const bool idle_sleep = o_.idle == "sleep";
-    uint32_t empty_polls = 0;
-    std::printf("mrc-fabric: %u planes x %u paths, %zu settings, %zu scheduled events%s\n",
-                cfg_.planes, cfg_.paths, cfg_.settings.size(), cfg_.schedule.size(),
-                dumper_ ? fmt::format(", capturing to {}", o_.capture).c_str() : "");
-    for (uint32_t p = 0; p < cfg_.planes; ++p)
-        std::printf("mrc-fabric: plane %u: %s <-> %s\n", p, ports_[p * 2]->name().c_str(),
-                    ports_[p * 2 + 1]->name().c_str());
-    if (o_.schedule_clock == "start") {
-        sched_started_ = true;
-        sched_origin_ns_ = start;
-    }
-    publish(0, true);
-    while (!g_stop.load(std::memory_order_relaxed)) {
+// The poll loop runs in EAL's interrupt thread, in slices of at most a
+// millisecond re-armed with rte_eal_alarm_set, never on an lcore of its own.
+// Why: when a memif peer goes away, DPDK 22.11's memif driver unmaps the
+// peer's memory from that thread (memif_disconnect) without any exclusion
+// against a thread inside rx_burst on the same port; a fabric outlives its
+// endpoints' connections, and polling from an lcore crashed it (SEGV in
+// memif rx, seen in the fault suite under ASan). In the interrupt thread a
+// burst and a disconnect never overlap. Connection events wait at most one
+// slice; an idle fabric returns early and re-arms the alarm for its nap.
+void FabricApp::on_alarm(void *arg) {
+    auto *app = static_cast<FabricApp *>(arg);
+    const int64_t next_us = app->slice();
+    if (next_us < 0 ||
+        rte_eal_alarm_set(uint64_t(std::max<int64_t>(next_us, 1)), on_alarm, arg) != 0)
+        app->finished_.store(true, std::memory_order_release);
+}
+
+int64_t FabricApp::slice() {
+    const uint64_t slice_start = clock_.now_ns();
+    for (;;) {
         const uint64_t now = clock_.now_ns();
-        if (now >= end) break;
+        if (g_stop.load(std::memory_order_relaxed) || now >= end_ns_) return -1;
+        if (now - slice_start >= kSliceNs) return 0;
         if (sched_started_ && fab_->run_schedule(now - sched_origin_ns_)) {
             std::printf("[%6.1fs] schedule: %.3f s after the %s, settings generation %llu\n",
-                        double(now - start) / 1e9, double(now - sched_origin_ns_) / 1e9,
+                        double(now - start_ns_) / 1e9, double(now - sched_origin_ns_) / 1e9,
                         o_.schedule_clock == "start" ? "start" : "first MRC frame",
                         (unsigned long long)fab_->generation());
         }
@@ -532,31 +544,52 @@ int FabricApp::run() {
             for (Dir d : {kAtoB, kBtoA})
                 work += poll_tx(p, d, now);
         if (now >= next_publish_ns_) {
-            publish(double(now - start) / 1e9, false);
+            publish(double(now - start_ns_) / 1e9, false);
             next_publish_ns_ = now + 10'000'000;
         }
-        if (now >= next_line) {
-            std::printf("%s\n", stats_line(double(now - start) / 1e9).c_str());
+        if (now >= next_line_ns_) {
+            std::printf("%s\n", stats_line(double(now - start_ns_) / 1e9).c_str());
             if (dumper_) pcap_dump_flush(dumper_);
-            next_line += period;
+            next_line_ns_ += period_ns_;
         }
         if (work) {
-            empty_polls = 0;
-        } else if (idle_sleep && ++empty_polls >= 256) {
-            // Share the CPU with the endpoints, but never sleep past a due
-            // frame by more than the timer's slack.
+            empty_polls_ = 0;
+        } else if (o_.idle == "sleep" && ++empty_polls_ >= 256) {
+            // Share the CPU with the endpoints: nap until the next frame is
+            // due, 20 us at the most.
+            empty_polls_ = 128;
             uint64_t due = UINT64_MAX;
             for (uint32_t p = 0; p < cfg_.planes; ++p)
                 for (Dir d : {kAtoB, kBtoA})
                     due = std::min(due, fab_->next_due(p, d));
             const uint64_t wait = due > now ? std::min<uint64_t>(due - now, 20'000) : 0;
-            if (wait > 1000) {
-                const timespec ts{0, long(wait)};
-                clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, nullptr);  // a signal just ends it early
-            }
-            empty_polls = 128;
+            if (wait > 1000) return int64_t(wait / 1000);
         }
     }
+}
+
+int FabricApp::run() {
+    gettimeofday(&wall_start_, nullptr);
+    start_ns_ = clock_.now_ns();
+    end_ns_ = o_.duration_s > 0 ? start_ns_ + uint64_t(o_.duration_s * 1e9) : UINT64_MAX;
+    period_ns_ = o_.stats_period_s > 0 ? uint64_t(o_.stats_period_s * 1e9) : 0;
+    next_line_ns_ = period_ns_ ? start_ns_ + period_ns_ : UINT64_MAX;
+    const uint64_t start = start_ns_;
+    std::printf("mrc-fabric: %u planes x %u paths, %zu settings, %zu scheduled events%s\n",
+                cfg_.planes, cfg_.paths, cfg_.settings.size(), cfg_.schedule.size(),
+                dumper_ ? fmt::format(", capturing to {}", o_.capture).c_str() : "");
+    for (uint32_t p = 0; p < cfg_.planes; ++p)
+        std::printf("mrc-fabric: plane %u: %s <-> %s\n", p, ports_[p * 2]->name().c_str(),
+                    ports_[p * 2 + 1]->name().c_str());
+    if (o_.schedule_clock == "start") {
+        sched_started_ = true;
+        sched_origin_ns_ = start;
+    }
+    publish(0, true);
+    if (int rc = rte_eal_alarm_set(1, on_alarm, this); rc != 0)
+        die(fmt::format("cannot start the poll loop (rte_eal_alarm_set: {})", rc));
+    while (!finished_.load(std::memory_order_acquire))
+        mrc::sleep_for_steady(std::chrono::milliseconds(5));
     const double elapsed = double(clock_.now_ns() - start) / 1e9;
     publish(elapsed, true);
     // Frames still held are freed: nothing leaks at exit.
