@@ -102,8 +102,18 @@ std::optional<CaptureSel> parse_capture_sel(const std::string &s, uint32_t plane
     CaptureSel c;
     unsigned pl = 0, pa = 0;
     char dir[8] = {};
-    const int n = std::sscanf(s.c_str(), "%u:%u:%7s", &pl, &pa, dir);
-    if (n < 1) {
+    int used = 0;
+    int n = std::sscanf(s.c_str(), "%u%n", &pl, &used);
+    if (n == 1 && s[size_t(used)] == ':') {
+        int more = 0;
+        n += std::sscanf(s.c_str() + used, ":%u%n", &pa, &more);
+        used += more;
+        if (n == 2 && s[size_t(used)] == ':') {
+            n += std::sscanf(s.c_str() + used, ":%2s%n", dir, &more);
+            used += more;
+        }
+    }
+    if (n < 1 || size_t(used) != s.size()) {
         *why = "expected PLANE[:PATH[:ab|ba]]";
         return std::nullopt;
     }
@@ -186,6 +196,7 @@ class FabricApp {
     std::vector<CaptureSel> cap_sel_;
     uint64_t captured_ = 0;
     timeval wall_start_{};
+    uint8_t cap_buf_[16384];  // a frame of the largest MTU (9600) and more
     // Run-time settings from telemetry, applied by the loop.
     std::mutex pending_mu_;
     std::vector<Setting> pending_;
@@ -210,6 +221,21 @@ class FabricApp {
 // that a command arriving during shutdown never sees a destroyed app.
 std::mutex g_app_mu;
 FabricApp *g_app = nullptr;
+
+// Makes the app reachable from telemetry for its lifetime; afterwards the
+// callbacks answer -ENODEV.
+struct AppRegistration {
+    explicit AppRegistration(FabricApp *a) {
+        std::lock_guard lk(g_app_mu);
+        g_app = a;
+    }
+    ~AppRegistration() {
+        std::lock_guard lk(g_app_mu);
+        g_app = nullptr;
+    }
+    AppRegistration(const AppRegistration &) = delete;
+    AppRegistration &operator=(const AppRegistration &) = delete;
+};
 
 void FabricApp::setup() {
     auto listing = drivers::list_ports();
@@ -295,12 +321,12 @@ bool FabricApp::captured(uint32_t plane, int path, Dir d) const {
 }
 
 void FabricApp::capture(const rte_mbuf *m, uint64_t now_ns) {
-    uint8_t buf[RTE_MBUF_DEFAULT_BUF_SIZE];
-    const uint32_t len = std::min<uint32_t>(m->pkt_len, sizeof buf);
-    const auto *data = static_cast<const uint8_t *>(rte_pktmbuf_read(m, 0, len, buf));
+    const uint32_t len = std::min<uint32_t>(m->pkt_len, sizeof cap_buf_);
+    const auto *data = static_cast<const uint8_t *>(rte_pktmbuf_read(m, 0, len, cap_buf_));
     if (data == nullptr) return;
     pcap_pkthdr h{};
-    const uint64_t ns = uint64_t(wall_start_.tv_usec) * 1000 + now_ns;
+    // Wall time of the start plus the TSC time since: both taken together.
+    const uint64_t ns = uint64_t(wall_start_.tv_usec) * 1000 + (now_ns - start_ns_);
     h.ts.tv_sec = wall_start_.tv_sec + time_t(ns / 1'000'000'000);
     h.ts.tv_usec = suseconds_t(ns % 1'000'000'000);  // nanoseconds: the file says so
     h.caplen = len;  // frames above the buffer (jumbo) are cut, and say so
@@ -569,8 +595,8 @@ int64_t FabricApp::slice() {
 }
 
 int FabricApp::run() {
-    gettimeofday(&wall_start_, nullptr);
     start_ns_ = clock_.now_ns();
+    gettimeofday(&wall_start_, nullptr);
     end_ns_ = o_.duration_s > 0 ? start_ns_ + uint64_t(o_.duration_s * 1e9) : UINT64_MAX;
     period_ns_ = o_.stats_period_s > 0 ? uint64_t(o_.stats_period_s * 1e9) : 0;
     next_line_ns_ = period_ns_ ? start_ns_ + period_ns_ : UINT64_MAX;
@@ -600,7 +626,7 @@ int FabricApp::run() {
                 rte_pktmbuf_free(o.pkts[i]);
             o.n = 0;
             DelayLine::Item items[kBurst];
-            while (uint32_t n = fab_->egress(p, d, UINT64_MAX, items, kBurst))
+            while (uint32_t n = fab_->drain(p, d, items, kBurst))  // not counted as sent
                 for (uint32_t i = 0; i < n; ++i)
                     rte_pktmbuf_free(reinterpret_cast<rte_mbuf *>(uintptr_t(items[i].handle)));
         }
@@ -685,9 +711,12 @@ int FabricApp::tel_path(const char *params, rte_tel_data *d) {
         rte_tel_data_add_dict_u64(d, (pre + "blackhole").c_str(), p.blackhole);
         rte_tel_data_add_dict_u64(d, (pre + "trim").c_str(), p.trim);
         // Telemetry in 22.11 has no doubles in dicts: parts per million.
-        rte_tel_data_add_dict_u64(d, (pre + "loss_ppm").c_str(), uint64_t(p.loss * 1e6));
-        rte_tel_data_add_dict_u64(d, (pre + "delay_ns").c_str(), uint64_t(p.delay_us * 1e3));
-        rte_tel_data_add_dict_u64(d, (pre + "rate_mbps").c_str(), uint64_t(p.rate_gbps * 1e3));
+        rte_tel_data_add_dict_u64(d, (pre + "loss_ppm").c_str(),
+                                  uint64_t(std::llround(p.loss * 1e6)));
+        rte_tel_data_add_dict_u64(d, (pre + "delay_ns").c_str(),
+                                  uint64_t(std::llround(p.delay_us * 1e3)));
+        rte_tel_data_add_dict_u64(d, (pre + "rate_mbps").c_str(),
+                                  uint64_t(std::llround(p.rate_gbps * 1e3)));
         rte_tel_data_add_dict_u64(d, (pre + "queue_bytes").c_str(), p.queue_bytes);
     }
     return 0;
@@ -814,10 +843,7 @@ int main(int argc, char **argv) {
         {
             FabricApp a(o, cfg);
             a.setup();
-            {
-                std::lock_guard lk(g_app_mu);
-                g_app = &a;
-            }
+            const AppRegistration reg(&a);  // before `a` goes, however it goes
             rte_telemetry_register_cmd("/fabric/stats", tel_stats_cb,
                                        "mrc-fabric totals over every path and direction");
             rte_telemetry_register_cmd("/fabric/path", tel_path_cb,
@@ -826,8 +852,6 @@ int main(int argc, char **argv) {
                 "/fabric/set", tel_set_cb,
                 "Change parameters at run time. Params: plane=P,path=K,dir=ab,loss=0.01,...");
             rc = a.run();
-            std::lock_guard lk(g_app_mu);
-            g_app = nullptr;  // telemetry callbacks from now on answer -ENODEV
         }
     } catch (const Fatal &f) {
         std::fprintf(stderr, "mrc-fabric: %s\n", f.message.c_str());

@@ -19,7 +19,12 @@ Result<std::string> as_text(const toml::node &n, const std::string &where) {
         std::snprintf(buf, sizeof buf, "%.17g", v->get());
         return std::string(buf);
     }
-    if (auto v = n.as_string()) return v->get();
+    if (auto v = n.as_string()) {
+        // Values travel as "key=value,..." text: these would split them.
+        if (v->get().find_first_of(",=") != std::string::npos)
+            return Error{where + ": '" + v->get() + "' may not contain ',' or '='"};
+        return v->get();
+    }
     return Error{where + ": expected a number, a boolean or a string"};
 }
 

@@ -95,8 +95,18 @@ Result<void> set_param(PathParams *p, std::string_view key, std::string_view v) 
     if (key == "burst_loss") return set_range(&p->burst_loss, key, v, 0, 1, prob);
     if (key == "reorder") return set_range(&p->reorder, key, v, 0, 1, prob);
     if (key == "duplicate") return set_range(&p->duplicate, key, v, 0, 1, prob);
-    if (key == "rate_gbps")
-        return set_range(&p->rate_gbps, key, v, 0, 1e4, "must be within [0, 10000] (0: unlimited)");
+    if (key == "rate_gbps") {
+        double r = 0;
+        if (auto e =
+                set_range(&r, key, v, 0, 1e4, "must be 0 (unlimited) or within [0.001, 10000]");
+            !e)
+            return e;
+        if (r != 0 && r < 1e-3)
+            return Error{str(key) + "=" + str(v) +
+                         ": must be 0 (unlimited) or within [0.001, 10000]"};
+        p->rate_gbps = r;
+        return ok();
+    }
     if (key == "delay_us")
         return set_range(&p->delay_us, key, v, 0, kMaxDelayUs, "must be within [0, 10 s]");
     if (key == "jitter_us")
@@ -363,10 +373,16 @@ Verdict Fabric::ingress(uint32_t plane, Dir dir, uint8_t *frame, uint32_t *len, 
         }
     }
     // The rate limiter: a queue that drains at rate_gbps, kept as the time
-    // it will be empty. Its depth in bytes is that time at the line rate.
+    // it will be empty (ns, plus the picoseconds below a nanosecond, so that
+    // serialisation times do not round down frame after frame). Its depth
+    // in bytes is that backlog at the line rate. Nothing is committed --
+    // queue time, marks, counters -- until the frame has its place in the
+    // delay line.
     uint64_t leave_ns = now_ns;
+    uint64_t busy_ns = ps.busy_until_ns, busy_ps = ps.busy_frac_ps;
+    bool trimmed = false, marked = false;
     if (p.rate_gbps > 0) {
-        const uint64_t backlog_ns = ps.busy_until_ns > now_ns ? ps.busy_until_ns - now_ns : 0;
+        const uint64_t backlog_ns = busy_ns > now_ns ? busy_ns - now_ns : 0;
         const double backlog_bytes = double(backlog_ns) * p.rate_gbps / 8;
         if (backlog_bytes + *len > p.queue_bytes) {
             const bool untrimmed_data = u.payload_bytes >= sizeof(wire::BaseHdr) &&
@@ -383,42 +399,59 @@ Verdict Fabric::ingress(uint32_t plane, Dir dir, uint8_t *frame, uint32_t *len, 
             // The headers go on at once, ahead of the queue (switches send
             // trimmed headers on a priority queue).
             *len = cut;
-            ++c.trimmed;
+            trimmed = true;
             if (old_cksum != 0) {
                 auto *udp = const_cast<wire::UdpHdr *>(u.udp);
                 udp->checksum.set(wire::ipv4_udp_checksum(*u.ip, udp, udp->length.get()));
             }
         } else {
-            if (p.ecn_bytes && backlog_bytes > p.ecn_bytes && (u.ip->tos & wire::kEcnMask) != 0 &&
-                (u.ip->tos & wire::kEcnMask) != wire::kEcnCe) {
-                auto *ip = const_cast<wire::Ipv4Hdr *>(u.ip);
-                ip->tos = static_cast<uint8_t>(ip->tos | wire::kEcnCe);
-                ip->checksum.set(0);
-                ip->checksum.set(wire::ipv4_header_checksum(*ip));
-                ++c.ecn_marked;
+            marked = p.ecn_bytes && backlog_bytes > p.ecn_bytes &&
+                     (u.ip->tos & wire::kEcnMask) != 0 &&
+                     (u.ip->tos & wire::kEcnMask) != wire::kEcnCe;
+            if (busy_ns <= now_ns) {
+                busy_ns = now_ns;
+                busy_ps = 0;
             }
-            const uint64_t start = std::max(now_ns, ps.busy_until_ns);
-            ps.busy_until_ns = start + static_cast<uint64_t>(double(*len) * 8 / p.rate_gbps);
-            leave_ns = ps.busy_until_ns;
+            busy_ps += static_cast<uint64_t>(std::llround(double(*len) * 8000 / p.rate_gbps));
+            busy_ns += busy_ps / 1000;
+            busy_ps %= 1000;
+            leave_ns = busy_ns;
         }
     }
     double delay_us = p.delay_us;
     if (p.jitter_us > 0) delay_us += rng_.uniform() * p.jitter_us;
-    if (p.reorder > 0 && rng_.chance(p.reorder)) {
-        delay_us += p.reorder_us;
-        ++c.reordered;
-    }
+    const bool held = p.reorder > 0 && rng_.chance(p.reorder);
+    if (held) delay_us += p.reorder_us;
     const uint64_t due = leave_ns + static_cast<uint64_t>(delay_us * 1000);
     DelayLine &dl = lines_[plane * 2 + dir];
     if (!dl.push(due, handle, *len, uint16_t(path))) {
         ++c.drop_delay_full;
         return Verdict::kDropped;
     }
+    ps.busy_until_ns = busy_ns;
+    ps.busy_frac_ps = busy_ps;
+    c.trimmed += trimmed;
+    c.reordered += held;
+    if (marked) {
+        auto *ip = const_cast<wire::Ipv4Hdr *>(u.ip);
+        ip->tos = static_cast<uint8_t>(ip->tos | wire::kEcnCe);
+        ip->checksum.set(0);
+        ip->checksum.set(wire::ipv4_header_checksum(*ip));
+        ++c.ecn_marked;
+    }
     if (p.duplicate > 0 && rng_.chance(p.duplicate) && dl.push(due, handle, *len, uint16_t(path))) {
         ++c.duplicated;
         return Verdict::kQueuedTwice;
     }
     return Verdict::kQueued;
+}
+
+uint32_t Fabric::drain(uint32_t plane, Dir dir, DelayLine::Item *out, uint32_t max) {
+    DelayLine &dl = lines_[plane * 2 + dir];
+    uint32_t n = 0;
+    while (n < max && dl.pop_due(UINT64_MAX, &out[n]))
+        ++n;
+    return n;
 }
 
 uint32_t Fabric::egress(uint32_t plane, Dir dir, uint64_t now_ns, DelayLine::Item *out,

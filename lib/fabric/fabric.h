@@ -58,7 +58,7 @@ struct PathParams {
 #define MRC_FABRIC_PATH_COUNTERS(X)                                                             \
     X(rx_pkts, "frames that entered the path")                                                  \
     X(rx_bytes, "bytes that entered the path")                                                  \
-    X(tx_pkts, "frames that left the path (duplicates included)")                               \
+    X(tx_pkts, "frames released to the output port (duplicates included)")                      \
     X(tx_bytes, "bytes that left the path (after trimming)")                                    \
     X(drop_down, "dropped: the path was down")                                                  \
     X(drop_blackhole, "dropped: the path was a blackhole")                                      \
@@ -196,6 +196,9 @@ class Fabric {
                     uint64_t now_ns);
     // Takes up to `max` frames due at `now_ns` on (plane, dir), in due order.
     uint32_t egress(uint32_t plane, Dir dir, uint64_t now_ns, DelayLine::Item *out, uint32_t max);
+    // Takes up to `max` frames of (plane, dir) whatever their time, without
+    // counting them as sent: for shutting down.
+    uint32_t drain(uint32_t plane, Dir dir, DelayLine::Item *out, uint32_t max);
     // When the next frame of (plane, dir) is due; UINT64_MAX when none.
     uint64_t next_due(uint32_t plane, Dir dir) const;
     size_t queued(uint32_t plane, Dir dir) const { return line(plane, dir).size(); }
@@ -229,6 +232,7 @@ class Fabric {
         PathParams params;
         PathCounters ctr;
         uint64_t busy_until_ns = 0;  // the rate limiter's queue drains by then
+        uint64_t busy_frac_ps = 0;   // ... and this many picoseconds
         bool burst_bad = false;
     };
     Fabric() = default;

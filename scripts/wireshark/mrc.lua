@@ -125,13 +125,33 @@ local function flag_names(v)
     return table.concat(names, ",")
 end
 
-local function add_ack_flags(tree, r)
+-- Ack flags: SACKs define 0x01-0x04, NACKs only 0x01 (ECN_ECHO).
+local function add_ack_flags(tree, r, allowed)
     local t = tree:add(f.ack_flags, r)
     t:add(f.ack_ecn, r)
     t:add(f.ack_dup, r)
     t:add(f.ack_delayed, r)
-    if r:uint() >= 8 then t:add_proto_expert_info(e_proto, "undefined ack flag bits") end
-    return r:uint()
+    local v = r:uint()
+    for _, bit in ipairs({ 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80 }) do
+        if math.floor(v / bit) % 2 == 1 and math.floor(allowed / bit) % 2 == 0 then
+            t:add_proto_expert_info(e_proto, string.format("ack flag 0x%02x is not allowed here", bit))
+        end
+    end
+    return v
+end
+
+-- Lengths: the frame as sent (reported), not as captured (a capture may
+-- keep only the first bytes of each frame).
+local function sent_len(tvb)
+    return tvb:reported_length_remaining()
+end
+
+-- A control packet must be exactly its headers long.
+local function check_exact(tree, tvb, want, what)
+    if sent_len(tvb) ~= want then
+        tree:add_proto_expert_info(e_malformed, string.format("%s of %d bytes: it is %d",
+                                                              what, sent_len(tvb), want))
+    end
 end
 
 local function dissect_data(tvb, pinfo, tree, opcode, flags, psn)
@@ -139,11 +159,12 @@ local function dissect_data(tvb, pinfo, tree, opcode, flags, psn)
     local last = math.floor(flags / 8) % 2 == 1
     local imm = opcode == 0x02 and last
     if imm then need = need + IMM end
-    if tvb:len() < need then
+    if sent_len(tvb) < need then
         tree:add_proto_expert_info(e_malformed, string.format("%d bytes: a data packet needs %d",
-                                                              tvb:len(), need))
+                                                              sent_len(tvb), need))
         return
     end
+    if tvb:len() < need then return end  -- captured short: nothing more to show
     local o = BASE
     tree:add(f.msn, tvb(o, 4))
     tree:add(f.msg_offset, tvb(o + 4, 4))
@@ -165,7 +186,8 @@ local function dissect_data(tvb, pinfo, tree, opcode, flags, psn)
         o = o + IMM
     end
     local trimmed = flags >= 0x80
-    local rest = tvb:len() - o
+    local rest = sent_len(tvb) - o
+    local captured = tvb:len() - o
     if trimmed then
         tree:add_proto_expert_info(e_trimmed)
         if rest ~= 0 then
@@ -178,17 +200,15 @@ local function dissect_data(tvb, pinfo, tree, opcode, flags, psn)
         elseif rest == 0 then
             tree:add_proto_expert_info(e_malformed, "a data packet without payload")
         end
-        if rest > 0 then tree:add(f.payload, tvb(o, rest)) end
+        if captured > 0 then tree:add(f.payload, tvb(o, captured)) end
     end
     pinfo.cols.info:append(string.format(" PSN=%d MSN=%d off=%d len=%d", psn,
                                          tvb(BASE, 4):uint(), tvb(BASE + 4, 4):uint(), length))
 end
 
 local function dissect_sack(tvb, pinfo, tree, psn)
-    if tvb:len() < BASE + SACK then
-        tree:add_proto_expert_info(e_malformed, "SACK shorter than 36 bytes")
-        return
-    end
+    check_exact(tree, tvb, BASE + SACK, "SACK")
+    if tvb:len() < BASE + SACK then return end
     local o = BASE
     check_zero(tree, tvb(o, 1), "reserved byte")
     tree:add(f.trigger_psn, tvb(o + 1, 3))
@@ -197,7 +217,7 @@ local function dissect_sack(tvb, pinfo, tree, psn)
     local bt = tree:add(f.bitmap, tvb(o + 8, 8))
     tree:add(f.ts_echo, tvb(o + 16, 4))
     tree:add(f.rwnd, tvb(o + 20, 2))
-    add_ack_flags(tree, tvb(o + 22, 1))
+    add_ack_flags(tree, tvb(o + 22, 1), 0x07)
     tree:add(f.plane_status, tvb(o + 23, 1))
     -- The PSNs the bitmap acknowledges: bit i is cum + offset + i.
     local first = psn + tvb(o + 4, 2):uint()
@@ -220,15 +240,13 @@ local function dissect_sack(tvb, pinfo, tree, psn)
 end
 
 local function dissect_nack(tvb, pinfo, tree, psn)
-    if tvb:len() < BASE + NACK then
-        tree:add_proto_expert_info(e_malformed, "NACK shorter than 28 bytes")
-        return
-    end
+    check_exact(tree, tvb, BASE + NACK, "NACK")
+    if tvb:len() < BASE + NACK then return end
     local o = BASE
     local rt = tree:add(f.reason, tvb(o, 1))
     local reason = tvb(o, 1):uint()
     if nack_reasons[reason] == nil then rt:add_proto_expert_info(e_proto, "unknown NACK reason") end
-    add_ack_flags(tree, tvb(o + 1, 1))
+    add_ack_flags(tree, tvb(o + 1, 1), 0x01)
     tree:add(f.ev_echo, tvb(o + 2, 2))
     check_zero(tree, tvb(o + 4, 1), "reserved byte")
     tree:add(f.cum_psn, tvb(o + 5, 3))
@@ -242,10 +260,9 @@ local function dissect_nack(tvb, pinfo, tree, psn)
 end
 
 local function dissect_probe(tvb, pinfo, tree)
-    if tvb:len() < BASE + PROBE then
-        tree:add_proto_expert_info(e_malformed, "probe shorter than 24 bytes")
-        return
-    end
+    check_exact(tree, tvb, BASE + PROBE, "probe")
+    if tvb:len() < BASE + PROBE then return end
+    if tvb(9, 3):uint() ~= 0 then tree:add_proto_expert_info(e_proto, "a probe's PSN is 0") end
     local o = BASE
     tree:add(f.probe_id, tvb(o, 4))
     tree:add(f.probe_ev, tvb(o + 4, 2))
@@ -258,10 +275,11 @@ end
 function mrc.dissector(tvb, pinfo, tree)
     pinfo.cols.protocol = "MRC"
     local t = tree:add(mrc, tvb(), "Multipath Reliable Connection")
-    if tvb:len() < BASE then
+    if sent_len(tvb) < BASE then
         t:add_proto_expert_info(e_malformed, "shorter than the 12-byte base header")
         return
     end
+    if tvb:len() < BASE then return end
     local opcode = tvb(0, 1):uint()
     local flags = tvb(1, 1):uint()
     local psn = tvb(9, 3):uint()
@@ -273,10 +291,14 @@ function mrc.dissector(tvb, pinfo, tree)
         ft:add(fl, tvb(1, 1))
     end
     if math.floor(flags / 0x20) % 2 == 1 then ft:add_proto_expert_info(e_proto, "undefined flag 0x20") end
+    if math.floor(flags / 0x40) % 2 == 1 and flags < 0x80 then
+        ft:add_proto_expert_info(e_proto, "TRIM_LAST_HOP without TRIMMED")
+    end
     local vt = t:add(f.version, tvb(2, 1))
     if tvb(2, 1):uint() ~= 1 then vt:add_proto_expert_info(e_proto, "version is not 1") end
     check_zero(t, tvb(3, 2), "reserved bytes 3-4")
-    t:add(f.dst_qpn, tvb(5, 3))
+    local qt = t:add(f.dst_qpn, tvb(5, 3))
+    if tvb(5, 3):uint() == 0 then qt:add_proto_expert_info(e_proto, "QPN 0 is never valid") end
     check_zero(t, tvb(8, 1), "reserved byte 8")
     t:add(f.psn, tvb(9, 3))
     local sp = udp_srcport()

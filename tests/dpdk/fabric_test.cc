@@ -230,7 +230,7 @@ TEST(FaultSuite, APlaneDownForTwoHundredMillisecondsThenBack) {
     expect_verified(r);
     EXPECT_GT(plane(r, 1, "ab")["drop_down"].get<uint64_t>(), 0u);
     EXPECT_EQ(plane(r, 0, "ab")["drop_down"], 0);
-    EXPECT_NE(r.fabric_log.find("schedule"), std::string::npos) << r.fabric_log;
+    EXPECT_NE(r.fabric_log.find("] schedule: "), std::string::npos) << r.fabric_log;
     // Plane 1 came back into use: over 4 s it carried far more than the
     // half second before the outage gives it.
     const double p1 = double(plane(r, 1, "ab")["tx_pkts"].get<uint64_t>());
@@ -336,6 +336,8 @@ TEST(FabricApp, BadConfigurationIsRefusedNamingTheKey) {
         {{"--port", "net_memif0", "net_memif9"}, "net_memif9: no such port"},
         {{"--port", "net_memif0", "net_memif1", "net_memif2"}, "pairs"},
         {{"--capture-path", "0"}, "needs --capture"},
+        {{"--capture", n.dir + "/x.pcap", "--capture-path", "0,1"}, "PLANE[:PATH[:ab|ba]]"},
+        {{"--capture", n.dir + "/x.pcap", "--capture-path", "0:9"}, "no path 9"},
     };
     for (const Case &c : cases) {
         auto proc = Subprocess::start(fabric_cmd(n, c.args), n.dir + "/bad.log");

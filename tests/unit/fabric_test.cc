@@ -101,8 +101,8 @@ TEST(FabricSetting, ImpossibleValuesAreRefusedNamingTheKey) {
         {"lose=0.1", "unknown key 'lose'"}, {"dir=up,loss=0", "dir=up"},
         {"plane=x,loss=0", "plane=x"},      {"duplicate=abc", "duplicate=abc: not a number"},
         {"trim=maybe", "trim=maybe"},       {"queue_bytes=10", "queue_bytes=10"},
-        {"plane=0", "changes nothing"},     {"=3", "key is missing"},
-        {"loss=nan", "loss=nan"},
+        {"plane=0", "changes nothing"},     {"rate_gbps=1e-20", "rate_gbps=1e-20"},
+        {"=3", "key is missing"},           {"loss=nan", "loss=nan"},
     };
     for (const auto &[spec, want] : bad) {
         auto s = parse_setting(spec);
@@ -202,6 +202,7 @@ TEST(FabricConfig, BadFilesNameTheTableAndKey) {
         {"[[schedule]]\ndown = true\n", "schedule #1: "},
         {"[[impair]]\ndelay_us = [1]\n", "key 'delay_us'"},
         {"paths = \n", "t.toml:1:"},
+        {"[[impair]]\ndir = \"ab,loss=1\"\n", "may not contain"},
     };
     for (const auto &[text, want] : bad) {
         auto c = parse_config(text, "t.toml", FabricConfig{});
@@ -386,6 +387,53 @@ TEST(FabricImpair, FullQueueMarksThenTrimsDataAndDropsTheRest) {
     }
     EXPECT_EQ(dropped, 10u);
     EXPECT_EQ(g.counters(0, 0, kAtoB).drop_queue, 10u);
+}
+
+TEST(FabricImpair, RateLimitKeepsFractionsOfANanosecond) {
+    // 1000 Gb/s: a 146-byte frame takes 1.168 ns. Rounded down per frame
+    // it would take 1 ns, and 1000 frames would leave 168 ns early.
+    Fabric f = make(1, 1, {"rate_gbps=1000,queue_bytes=1000000"});
+    for (int i = 0; i < 1000; ++i) {
+        auto fr = data_frame(2000, 64);
+        ASSERT_EQ(fr.size(), 146u);
+        ASSERT_EQ(send(f, fr, 0, i), Verdict::kQueued);
+    }
+    DelayLine::Item out[1024];
+    // Frame k leaves at 1.168 (k + 1) ns, rounded down: 857 by 1000 ns.
+    EXPECT_EQ(f.egress(0, kAtoB, 1000, out, 1024), 857u);
+    EXPECT_EQ(f.egress(0, kAtoB, 1167, out, 1024), 142u);
+    EXPECT_EQ(f.egress(0, kAtoB, 1168, out, 1024), 1u);
+}
+
+TEST(FabricImpair, AFrameTheDelayLineRefusesLeavesNoTrace) {
+    // A full delay line: the dropped frame takes no queue time, gets no
+    // mark and is not counted as reordered.
+    FabricConfig c;
+    c.paths = 1;
+    c.delay_slots = 2;
+    c.settings.push_back(
+        parse_setting("rate_gbps=10,queue_bytes=100000,ecn_bytes=1,reorder=1,reorder_us=1")
+            .value());
+    auto f = Fabric::create(c);
+    ASSERT_TRUE(f.ok());
+    std::vector<std::vector<uint8_t>> fr;
+    for (int i = 0; i < 4; ++i)
+        fr.push_back(data_frame(2000, 1400, i));
+    EXPECT_EQ(send(*f, fr[0], 0, 0), Verdict::kQueued);
+    EXPECT_EQ(send(*f, fr[1], 0, 1), Verdict::kQueued);  // marked: 1482 bytes queued ahead
+    const auto before = fr[2];
+    EXPECT_EQ(send(*f, fr[2], 0, 2), Verdict::kDropped);  // would be marked; the line is full
+    EXPECT_EQ(fr[2], before);                             // and it is left as it came
+    const PathCounters &k = f->counters(0, 0, kAtoB);
+    EXPECT_EQ(k.drop_delay_full, 1u);
+    EXPECT_EQ(k.ecn_marked, 1u);
+    EXPECT_EQ(k.reordered, 2u);
+    DelayLine::Item out[4];
+    EXPECT_EQ(f->egress(0, kAtoB, 10'000, out, 4), 2u);
+    // The queue held two frames (2.37 us at 10 Gb/s), not three: at 2.4 us
+    // it is empty and the next frame is not marked.
+    EXPECT_EQ(send(*f, fr[3], 2'400, 3), Verdict::kQueued);
+    EXPECT_EQ(k.ecn_marked, 1u);
 }
 
 TEST(FabricImpair, DuplicatesAreQueuedTwice) {

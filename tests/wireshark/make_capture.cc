@@ -1,7 +1,8 @@
 // Writes a pcap with one of each MRC packet type, built by lib/wire with the
 // field values that dissector_test.sh expects tshark to decode: a golden
 // capture for the Wireshark dissector (scripts/wireshark/mrc.lua). Also one
-// non-MRC UDP datagram (port 33333), which must not be decoded as MRC.
+// non-MRC UDP datagram (port 33333), which must not be decoded as MRC, and
+// two MRC packets that break the wire format, which it must flag.
 //
 //   make_capture OUT.pcap
 #include <pcap/pcap.h>
@@ -147,6 +148,26 @@ int main(int argc, char **argv) {
     u.dst_port = 33333;  // no Wireshark dissector: shown as data
     fr.assign(kEthIpv4UdpBytes + 20, 0x41);
     write_eth_ipv4_udp(fr.data(), u, 20);
+    emit(fr);
+    // 10, 11: wire-format violations the dissector must flag as errors.
+    // A WRITE whose payload is shorter than its RETH says (UDP length agrees
+    // with the bytes sent, the RETH does not).
+    auto bad = data(40007, w, 1000);
+    bad.resize(bad.size() - 100);
+    {
+        auto *ip = reinterpret_cast<Ipv4Hdr *>(bad.data() + sizeof(EthHdr));
+        auto *udp = reinterpret_cast<UdpHdr *>(bad.data() + sizeof(EthHdr) + sizeof(Ipv4Hdr));
+        ip->total_length.set(uint16_t(bad.size() - sizeof(EthHdr)));
+        ip->checksum.set(0);
+        ip->checksum.set(ipv4_header_checksum(*ip));
+        udp->length.set(uint16_t(bad.size() - sizeof(EthHdr) - sizeof(Ipv4Hdr)));
+    }
+    emit(bad);
+    // A NACK to QPN 0 with an ack flag NACKs do not have (DUPLICATE).
+    n.dst_qpn = 0;
+    n.flags = kAckDuplicate;
+    fr.assign(kMaxHdrBytes, 0);
+    fr.resize(write_nack(fr.data(), addr(true), 50005, n));
     emit(fr);
     pcap_dump_close(g_out);
     pcap_close(p);
