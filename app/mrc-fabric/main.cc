@@ -58,9 +58,9 @@ void on_signal(int) {
     g_stop.store(true);
 }
 
-// A fatal error in set-up or at the peer: unwinds to main(), which prints
-// it and exits 2 after the ports and EAL are released (std::exit would
-// leave the runtime directory /var/run/dpdk/<prefix> behind).
+// A fatal error in set-up or at the peer: unwinds to main(), which closes
+// what was opened on the way, prints it, removes the runtime directory
+// (/var/run/dpdk/<prefix>) and exits 2.
 struct Fatal {
     std::string message;
 };
@@ -854,8 +854,12 @@ int main(int argc, char **argv) {
             rc = a.run();
         }
     } catch (const Fatal &f) {
+        // The ports this run opened are closed by now (unwinding); EAL is
+        // abandoned, not cleaned up (see drivers::eal_abandon).
         std::fprintf(stderr, "mrc-fabric: %s\n", f.message.c_str());
-        rc = 2;
+        std::fflush(nullptr);
+        drivers::eal_abandon();
+        std::exit(2);
     }
     rte_pdump_uninit();
     return rc;

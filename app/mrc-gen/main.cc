@@ -80,9 +80,9 @@ struct Options {
     uint16_t mrc_port = wire::kDefaultMrcPort;
 };
 
-// A fatal error in set-up or at the peer: unwinds to main(), which prints
-// it and exits 2 after the ports and EAL are released (std::exit would
-// leave the runtime directory /var/run/dpdk/<prefix> behind).
+// A fatal error in set-up or at the peer: unwinds to main(), which closes
+// what was opened on the way, prints it, removes the runtime directory
+// (/var/run/dpdk/<prefix>) and exits 2.
 struct Fatal {
     std::string message;
 };
@@ -967,8 +967,12 @@ int main(int argc, char **argv) {
         g.run(argc, argv);
         rc = g.finish();
     } catch (const Fatal &f) {
+        // The ports this run opened are closed by now (unwinding); EAL is
+        // abandoned, not cleaned up (see drivers::eal_abandon).
         std::fprintf(stderr, "mrc-gen: %s\n", f.message.c_str());
-        rc = 2;
+        std::fflush(nullptr);
+        drivers::eal_abandon();
+        std::exit(2);
     }
     rte_pdump_uninit();
     return rc;

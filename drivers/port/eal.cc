@@ -89,6 +89,14 @@ void eal_cleanup() {
     }
 }
 
+void eal_abandon() {
+    if (rte_eal_process_type() != RTE_PROC_PRIMARY) return;
+    const std::string runtime_dir = rte_eal_get_runtime_dir();
+    if (runtime_dir.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(runtime_dir, ec);
+}
+
 size_t eal_heap_free_bytes() {
     size_t free_bytes = 0;
     for (unsigned s = 0; s < rte_socket_count(); ++s) {
