@@ -967,12 +967,8 @@ int main(int argc, char **argv) {
         g.run(argc, argv);
         rc = g.finish();
     } catch (const Fatal &f) {
-        // The ports this run opened are closed by now (unwinding); EAL is
-        // abandoned, not cleaned up (see drivers::eal_abandon).
-        std::fprintf(stderr, "mrc-gen: %s\n", f.message.c_str());
-        std::fflush(nullptr);
-        drivers::eal_abandon();
-        std::exit(2);
+        // The ports this run opened are closed by now (unwinding).
+        drivers::fatal_exit("mrc-gen", f.message);
     }
     rte_pdump_uninit();
     return rc;

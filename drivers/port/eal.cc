@@ -6,6 +6,8 @@
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -95,6 +97,13 @@ void eal_abandon() {
     if (runtime_dir.empty()) return;
     std::error_code ec;
     std::filesystem::remove_all(runtime_dir, ec);
+}
+
+void fatal_exit(const char *program, const std::string &message) {
+    std::fprintf(stderr, "%s: %s\n", program, message.c_str());
+    std::fflush(nullptr);
+    eal_abandon();
+    std::exit(2);
 }
 
 size_t eal_heap_free_bytes() {

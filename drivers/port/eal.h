@@ -41,6 +41,11 @@ struct EalCleanupGuard {
 // in about one exit in six on a loaded machine).
 void eal_abandon();
 
+// A program's fatal exit after EAL started: prints "<program>: <message>",
+// abandons EAL (above) and exits with status 2. Call it once the ports the
+// program opened are closed.
+[[noreturn]] void fatal_exit(const char *program, const std::string &message);
+
 // Bytes the EAL heap can still hand out, over all NUMA sockets.
 size_t eal_heap_free_bytes();
 
