@@ -262,7 +262,9 @@ void Generator::setup_dataplane() {
     dc.mrc_port = o_.mrc_port;
     dc.udp_checksum = !o_.no_udp_cksum;
     dc.zero_copy_tx = o_.zero_copy;
-    dc.idle = o_.idle == "sleep" ? dp::IdleMode::kSleep : dp::IdleMode::kBusy;
+    dc.idle = o_.idle == "sleep"   ? dp::IdleMode::kSleep
+              : o_.idle == "yield" ? dp::IdleMode::kYield
+                                   : dp::IdleMode::kBusy;
     dc.link_wait_ms = static_cast<uint32_t>(o_.link_wait_s * 1000);
     // The server learns the QP count from the client: room for --max-qps.
     dc.max_qps_per_worker = role_ == Role::kServer ? o_.max_qps : std::max<uint32_t>(o_.qps, 1);
@@ -924,8 +926,10 @@ int main(int argc, char **argv) {
     cli.add_option("--evs-per-plane", o.evs_per_plane, "entropy values per plane and QP")
         ->check(CLI::Range(1u, 1024u))
         ->capture_default_str();
-    cli.add_option("--idle", o.idle, "busy (poll without pause) or sleep (share the CPU)")
-        ->check(CLI::IsMember({"busy", "sleep"}))
+    cli.add_option(
+           "--idle", o.idle,
+           "busy (poll without pause), yield (sched_yield when idle) or sleep (share the CPU)")
+        ->check(CLI::IsMember({"busy", "yield", "sleep"}))
         ->capture_default_str();
     cli.add_flag("--zero-copy", o.zero_copy, "send payloads from registered memory (extbuf mbufs)");
     cli.add_flag("--no-udp-cksum", o.no_udp_cksum, "send UDP checksum 0 and do not check it");

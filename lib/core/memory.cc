@@ -1,5 +1,6 @@
 #include "core/memory.h"
 
+#include <algorithm>
 #include <string>
 
 namespace mrc {
@@ -29,6 +30,27 @@ Result<uint32_t> MrTable::register_region(void *base, uint64_t length, uint32_t 
     e.region.pd = pd;
     ++live_;
     return (slot << 8) | e.generation;
+}
+
+Result<void> MrTable::register_with_key(uint32_t rkey, void *base, uint64_t length, uint32_t access,
+                                        uint32_t pd, uint64_t remote_base) {
+    if (base == nullptr || length == 0) return Error{"memory region: null base or zero length"};
+    const uint32_t slot = rkey >> 8;
+    if (slot >= entries_.size() || (rkey & 0xff) == 0)
+        return Error{"memory region key " + std::to_string(rkey) + " out of range"};
+    Entry &e = entries_[slot];
+    if (e.live) return Error{"memory region key " + std::to_string(rkey) + " already in use"};
+    const auto it = std::find(free_.begin(), free_.end(), slot);
+    if (it != free_.end()) free_.erase(it);
+    e.generation = static_cast<uint8_t>(rkey & 0xff);
+    e.live = true;
+    e.region.base = static_cast<uint8_t *>(base);
+    e.region.length = length;
+    e.region.remote_base = remote_base ? remote_base : reinterpret_cast<uint64_t>(base);
+    e.region.access = access;
+    e.region.pd = pd;
+    ++live_;
+    return {};
 }
 
 bool MrTable::deregister(uint32_t rkey) {

@@ -31,6 +31,11 @@ class MrTable {
     // which defaults to the address of base (as with verbs).
     Result<uint32_t> register_region(void *base, uint64_t length, uint32_t access, uint32_t pd,
                                      uint64_t remote_base = 0);
+    // The same, under a key chosen by the caller (a daemon that keeps one
+    // key for a region registered in several tables): fails when the key's
+    // slot is out of range or live, or its generation is 0.
+    Result<void> register_with_key(uint32_t rkey, void *base, uint64_t length, uint32_t access,
+                                   uint32_t pd, uint64_t remote_base = 0);
     bool deregister(uint32_t rkey);
     const MemoryRegion *find(uint32_t rkey) const;
 
@@ -51,6 +56,7 @@ class MrTable {
     }
 
     uint32_t live() const { return live_; }
+    uint32_t capacity() const { return static_cast<uint32_t>(entries_.size()); }
 
   private:
     struct Entry {

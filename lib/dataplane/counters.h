@@ -28,8 +28,12 @@ namespace mrc::dp {
     X(tx_nombuf, "transmit attempts that found the mbuf pool empty")                          \
     X(tx_port_down, "frames dropped because their port was cut or stopped")                   \
     X(idle_sleeps, "times the worker slept after a run of empty polls (idle-friendly mode)")  \
+    X(idle_yields, "times the worker yielded its CPU after a run of empty polls (yield mode)") \
     X(path_tables, "path tables applied from the control thread")                             \
-    X(link_changes, "link state changes applied from the control thread")
+    X(link_changes, "link state changes applied from the control thread")                     \
+    X(rx_cm, "connection-management frames received (QPN 0) and given to the application")  \
+    X(rx_cm_unclaimed, "connection-management frames dropped: no application takes them")    \
+    X(tx_cm, "connection-management frames queued by the application")
 
 #define MRC_DP_COUNTER_FIELD(name, doc) uint64_t name = 0;
 #define MRC_DP_COUNTER_COUNT(name, doc) +1

@@ -5,6 +5,7 @@
 #include <rte_launch.h>
 #include <rte_lcore.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -204,9 +205,29 @@ void Dataplane::deny_plane(uint8_t plane, bool deny) {
         deny_mask_.fetch_and(uint8_t(~bit), std::memory_order_relaxed);
 }
 
+void Dataplane::deny_ev(uint32_t wire_qpn, uint16_t ev, bool deny) {
+    std::lock_guard<std::mutex> g(ev_deny_mu_);
+    const EvDenial d{wire_qpn, ev};
+    const auto it = std::find(ev_deny_.begin(), ev_deny_.end(), d);
+    if (deny && it == ev_deny_.end()) {
+        ev_deny_.push_back(d);
+        ++ev_deny_gen_;
+    } else if (!deny && it != ev_deny_.end()) {
+        ev_deny_.erase(it);
+        ++ev_deny_gen_;
+    }
+}
+
+std::vector<EvDenial> Dataplane::denied_evs() const {
+    std::lock_guard<std::mutex> g(ev_deny_mu_);
+    return ev_deny_;
+}
+
 void Dataplane::control_loop() {
     PathScorer scorer(cfg_.scorer, planes());
     uint8_t denied = 0;
+    uint64_t ev_gen_applied = 0;
+    std::vector<EvDenial> evs_applied;
     uint64_t next_link_ns = 0;
     uint64_t link_events = 0;
     ControlSnapshot cs;
@@ -224,6 +245,19 @@ void Dataplane::control_loop() {
         for (uint8_t p = 0; p < planes(); ++p)
             if ((want ^ denied) & (1u << p)) scorer.deny_plane(p, want & (1u << p));
         denied = want;
+        {
+            std::lock_guard<std::mutex> g(ev_deny_mu_);
+            if (ev_deny_gen_ != ev_gen_applied) {
+                for (const EvDenial &d : evs_applied)
+                    if (std::find(ev_deny_.begin(), ev_deny_.end(), d) == ev_deny_.end())
+                        scorer.deny_ev(d.qpn, d.ev, false);
+                for (const EvDenial &d : ev_deny_)
+                    if (std::find(evs_applied.begin(), evs_applied.end(), d) == evs_applied.end())
+                        scorer.deny_ev(d.qpn, d.ev, true);
+                evs_applied = ev_deny_;
+                ev_gen_applied = ev_deny_gen_;
+            }
+        }
 
         PlaneCounters sum[kMaxPlanes];
         EvGauges gauges;

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,6 +42,10 @@ namespace mrc::dp {
 enum class IdleMode : uint8_t {
     kBusy,   // poll without pause: lowest latency, one core per worker (benchmarks)
     kSleep,  // after `idle_polls` empty polls, sleep `idle_sleep_us`: shares a core
+    // After `idle_yield_polls` empty polls in a row, sched_yield() at every
+    // empty poll: a thread polling on the same CPU (an application of
+    // mrcd's) runs at once, and the worker comes back as soon as it yields.
+    kYield,
 };
 
 struct DataplaneConfig {
@@ -67,6 +72,7 @@ struct DataplaneConfig {
     uint32_t ecn_full_bursts = 2;
     IdleMode idle = IdleMode::kBusy;
     uint32_t idle_polls = 1024;
+    uint32_t idle_yield_polls = 16;
     uint32_t idle_sleep_us = 20;
     uint32_t link_wait_ms = 10'000;  // how long start() waits for every link to come up
     bool run_scorer = true;
@@ -120,6 +126,13 @@ class WorkerApp {
   public:
     virtual ~WorkerApp() = default;
     virtual uint32_t poll(Worker &w, uint64_t now_ns) = 0;
+    // A connection-management frame (wire/cm.h: QPN 0, a CM opcode)
+    // arrived on `plane`; worker 0 gets them all. The frame is freed after
+    // the call. Without an app they are counted (rx_cm_unclaimed) and dropped.
+    virtual void on_cm_frame(Worker &w, const uint8_t *frame, uint32_t len, uint8_t plane,
+                             uint64_t now_ns) {
+        (void)w, (void)frame, (void)len, (void)plane, (void)now_ns;
+    }
 };
 
 class Dataplane;
@@ -133,6 +146,11 @@ class Worker {
     void set_app(WorkerApp *app) { app_ = app; }
     const WorkerCounters &counters() const { return ctr_; }
     const TscClock &clock() const { return *clock_; }
+    // Owner thread: queues a complete frame (Ethernet to payload, UDP
+    // checksum 0: filled here when the port does not offload it) for
+    // `plane`, outside the core (connection management). False when the
+    // plane is out of use or no mbuf is free (counted).
+    bool send_frame(uint8_t plane, const uint8_t *frame, uint32_t len);
 
     // Any thread.
     bool snapshot(WorkerSnapshot *out) const { return snap_.load(out); }
@@ -154,6 +172,7 @@ class Worker {
     static int launch(void *arg) { return static_cast<Worker *>(arg)->run(); }
     void rx_port(uint8_t plane, uint64_t now_ns);
     void rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_ns);
+    void deliver(const uint8_t *f, uint32_t len, uint32_t qpn, uint8_t plane, uint64_t now_ns);
     uint32_t rx_handoff(uint64_t now_ns);
     uint32_t tx(uint64_t now_ns);
     bool attach_payload(rte_mbuf *hdr, const TxPacket &t, bool sw_cksum);
@@ -244,6 +263,12 @@ class Dataplane {
     Result<void> cut_port(uint8_t plane);
     // The operator's DENIED state for a plane (mrcctl's job later).
     void deny_plane(uint8_t plane, bool deny);
+    // The DENIED state for one EV of one QP (wire QPN), through the path
+    // table like a plane denial. Any thread.
+    void deny_ev(uint32_t wire_qpn, uint16_t ev, bool deny);
+    // Plane and EV denials in force (any thread).
+    uint8_t denied_planes() const { return deny_mask_.load(std::memory_order_relaxed); }
+    std::vector<EvDenial> denied_evs() const;
 
     bool control_snapshot(ControlSnapshot *out) const { return ctl_snap_.load(out); }
     // Port counters as the device reports them (any thread).
@@ -277,6 +302,9 @@ class Dataplane {
     std::atomic<uint8_t> link_mask_{0};
     std::atomic<uint8_t> cut_mask_{0};
     std::atomic<uint8_t> deny_mask_{0};  // operator; read by the control thread
+    mutable std::mutex ev_deny_mu_;      // operator's EV denials (never on a worker)
+    std::vector<EvDenial> ev_deny_;      // wanted
+    uint64_t ev_deny_gen_ = 0;           // bumped on every change
     // The path table: written by the control thread only while every
     // worker has applied the previous one (table_gen_seen_), read by the
     // workers only while table_gen_ is ahead of what they applied.

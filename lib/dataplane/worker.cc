@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include <sched.h>
 #include <time.h>
 
 #include "dataplane/dataplane.h"
@@ -105,6 +106,11 @@ int Worker::run() {
         }
         if (work != 0) {
             empty_polls_ = 0;
+        } else if (cfg.idle == IdleMode::kYield) {
+            if (++empty_polls_ >= cfg.idle_yield_polls) {
+                ++ctr_.idle_yields;
+                sched_yield();
+            }
         } else if (cfg.idle == IdleMode::kSleep && ++empty_polls_ >= cfg.idle_polls) {
             // Nothing to do for a while: let the other processes of a
             // shared machine run. Never sleep past a due timer by much: the
@@ -199,13 +205,65 @@ void Worker::rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_
             }
             continue;
         }
-        ep_->on_packet(f, len, nullptr, 0, plane, now_ns);
+        deliver(f, len, qpn, plane, now_ns);
     }
     // The core copied what it keeps; every frame not handed over is freed.
     uint16_t k = 0;
     for (uint16_t i = 0; i < n; ++i)
         if (pkts[i] != nullptr) pkts[k++] = pkts[i];
     if (k) rte_pktmbuf_free_bulk(pkts, k);
+}
+
+void Worker::deliver(const uint8_t *f, uint32_t len, uint32_t qpn, uint8_t plane, uint64_t now_ns) {
+    if (qpn == 0) {
+        // Not a QP's: connection management (or garbage the app rejects).
+        if (app_ == nullptr) {
+            ++ctr_.rx_cm_unclaimed;
+            return;
+        }
+        ++ctr_.rx_cm;
+        app_->on_cm_frame(*this, f, len, plane, now_ns);
+        return;
+    }
+    ep_->on_packet(f, len, nullptr, 0, plane, now_ns);
+}
+
+bool Worker::send_frame(uint8_t plane, const uint8_t *frame, uint32_t len) {
+    if (plane >= dp_->planes() || !(port_enabled_ & (1u << plane))) {
+        ++ctr_.tx_port_down;
+        return false;
+    }
+    TxQueue &q = txq_[plane];
+    if (q.n == kTxQueueCap) flush(plane);
+    if (q.n == kTxQueueCap) {
+        ++ctr_.tx_full;
+        return false;
+    }
+    rte_mbuf *m = rte_pktmbuf_alloc(dp_->pool_);
+    if (m == nullptr) {
+        ++ctr_.tx_nombuf;
+        return false;
+    }
+    if (len > rte_pktmbuf_tailroom(m) || len < wire::kEthIpv4UdpBytes) {
+        rte_pktmbuf_free(m);
+        ++ctr_.tx_full;
+        return false;
+    }
+    uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
+    rte_memcpy(d, frame, len);
+    m->data_len = static_cast<uint16_t>(len);
+    m->pkt_len = len;
+    const drivers::Port &port = *dp_->ports_[plane];
+    if (dp_->cfg_.udp_checksum) {
+        if (port.tx_udp_offload())
+            port.prepare_tx_cksum(m, RTE_ETHER_HDR_LEN, 20);
+        else
+            wire::fill_udp_checksum(d);
+    }
+    q.m[q.n++] = m;
+    ctr_.tx_bytes += len;
+    ++ctr_.tx_cm;
+    return true;
 }
 
 uint32_t Worker::rx_handoff(uint64_t now_ns) {
@@ -217,8 +275,11 @@ uint32_t Worker::rx_handoff(uint64_t now_ns) {
             rte_ring_sc_dequeue_burst(r, reinterpret_cast<void **>(pkts), 32, nullptr);
         for (unsigned i = 0; i < n; ++i) {
             rte_mbuf *m = pkts[i];
-            ep_->on_packet(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, nullptr, 0,
-                           static_cast<uint8_t>(m->hash.usr), now_ns);
+            const auto *f = rte_pktmbuf_mtod(m, const uint8_t *);
+            const uint32_t off = mrc_payload_offset(f, m->data_len, dp_->cfg_.mrc_port);
+            const uint32_t qpn =
+                uint32_t(f[off + 5]) << 16 | uint32_t(f[off + 6]) << 8 | f[off + 7];
+            deliver(f, m->data_len, qpn, static_cast<uint8_t>(m->hash.usr), now_ns);
         }
         if (n) rte_pktmbuf_free_bulk(pkts, n);
         ctr_.handoff_in += n;
