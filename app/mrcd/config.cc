@@ -1,0 +1,253 @@
+#include "config.h"
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include <cstdio>
+#include <set>
+
+namespace mrc::mrcd {
+
+std::string ip_string(uint32_t ip) {
+    return fmt::format("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
+}
+
+Result<uint32_t> parse_ip(const std::string &s) {
+    unsigned a, b, c, d;
+    char tail;
+    if (std::sscanf(s.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) != 4 || a > 255 || b > 255 ||
+        c > 255 || d > 255)
+        return Error{"'" + s + "' is not an IPv4 address"};
+    return wire::ipv4(uint8_t(a), uint8_t(b), uint8_t(c), uint8_t(d));
+}
+
+Result<wire::MacAddr> parse_mac(const std::string &s) {
+    wire::MacAddr m{};
+    unsigned v[6];
+    char tail;
+    if (std::sscanf(s.c_str(), "%x:%x:%x:%x:%x:%x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                    &tail) != 6)
+        return Error{"'" + s + "' is not a MAC address"};
+    for (int i = 0; i < 6; ++i) {
+        if (v[i] > 0xff) return Error{"'" + s + "' is not a MAC address"};
+        m.b[i] = uint8_t(v[i]);
+    }
+    return m;
+}
+
+namespace {
+
+// Reads the keys of one table, and refuses any it does not know.
+class Table {
+  public:
+    Table(const toml::table *t, std::string where) : t_(t), where_(std::move(where)) {}
+
+    template <typename T>
+    Result<void> whole(const char *key, T *out, uint64_t lo, uint64_t hi) {
+        const toml::node *n = get(key);
+        if (n == nullptr) return {};
+        const auto *v = n->as_integer();
+        if (v == nullptr || v->get() < int64_t(lo) || uint64_t(v->get()) > hi)
+            return Error{
+                fmt::format("{}: {} must be a whole number in [{}, {}]", where_, key, lo, hi)};
+        *out = static_cast<T>(v->get());
+        return {};
+    }
+    Result<void> number(const char *key, double *out, double lo, double hi) {
+        const toml::node *n = get(key);
+        if (n == nullptr) return {};
+        double v;
+        if (const auto *i = n->as_integer())
+            v = double(i->get());
+        else if (const auto *f = n->as_floating_point())
+            v = f->get();
+        else
+            return Error{fmt::format("{}: {} must be a number", where_, key)};
+        if (!(v >= lo && v <= hi))
+            return Error{fmt::format("{}: {} must be in [{}, {}]", where_, key, lo, hi)};
+        *out = v;
+        return {};
+    }
+    Result<void> boolean(const char *key, bool *out) {
+        const toml::node *n = get(key);
+        if (n == nullptr) return {};
+        const auto *v = n->as_boolean();
+        if (v == nullptr) return Error{fmt::format("{}: {} must be true or false", where_, key)};
+        *out = v->get();
+        return {};
+    }
+    Result<void> string(const char *key, std::string *out) {
+        const toml::node *n = get(key);
+        if (n == nullptr) return {};
+        const auto *v = n->as_string();
+        if (v == nullptr) return Error{fmt::format("{}: {} must be a string", where_, key)};
+        *out = v->get();
+        return {};
+    }
+    Result<void> strings(const char *key, std::vector<std::string> *out) {
+        const toml::node *n = get(key);
+        if (n == nullptr) return {};
+        const auto *a = n->as_array();
+        if (a == nullptr)
+            return Error{fmt::format("{}: {} must be an array of strings", where_, key)};
+        out->clear();
+        for (const auto &e : *a) {
+            const auto *s = e.as_string();
+            if (s == nullptr)
+                return Error{fmt::format("{}: {} must be an array of strings", where_, key)};
+            out->push_back(s->get());
+        }
+        return {};
+    }
+    // After every key was read: anything left is a typo.
+    Result<void> done() const {
+        if (t_ == nullptr) return {};
+        for (const auto &kv : *t_) {
+            const std::string k(kv.first.str());
+            if (!seen_.count(k)) return Error{fmt::format("{}: unknown key '{}'", where_, k)};
+        }
+        return {};
+    }
+    const std::string &where() const { return where_; }
+
+  private:
+    const toml::node *get(const char *key) {
+        seen_.insert(key);
+        return t_ == nullptr ? nullptr : t_->get(key);
+    }
+    const toml::table *t_;
+    std::string where_;
+    std::set<std::string> seen_;
+};
+
+#define TRY(expr)                                                             \
+    do {                                                                      \
+        if (auto r_ = (expr); !r_) return Error{prefix + r_.error().message}; \
+    } while (0)
+
+}  // namespace
+
+Result<DaemonConfig> load_config(const std::string &path, const std::string &text) {
+    const std::string prefix = (text.empty() ? path : std::string("config")) + ": ";
+    toml::table root;
+    try {
+        root = text.empty() ? toml::parse_file(path) : toml::parse(text);
+    } catch (const toml::parse_error &e) {
+        return Error{fmt::format("{}line {}: {}", prefix, e.source().begin.line, e.description())};
+    }
+    DaemonConfig c;
+    c.dp.name = "mrcd";
+    c.dp.idle = dp::IdleMode::kSleep;
+    c.dp.scorer.period_ns = 1'000'000;  // as mrc-gen: the control thread wakes every 1 ms
+    // A software path on shared CPUs: ack timeouts from 4 ms (docs/mrcd.md).
+    c.qp.retry.timeout_exp = 12;
+    c.qp.retry.limit = 15;
+    c.qp.cc.nscc.line_rate_gbps = 25;
+    c.qp.cc.nscc.base_rtt_ns = 20'000;
+
+    for (const auto &kv : root) {
+        const std::string k(kv.first.str());
+        if (k != "daemon" && k != "dataplane" && k != "plane" && k != "qp" && k != "neighbor")
+            return Error{prefix + "unknown table '" + k + "'"};
+    }
+    {
+        Table t(root["daemon"].as_table(), "[daemon]");
+        TRY(t.string("socket", &c.socket));
+        std::string mode;
+        TRY(t.string("socket_mode", &mode));
+        if (!mode.empty()) {
+            char *end = nullptr;
+            const unsigned long m = std::strtoul(mode.c_str(), &end, 8);
+            if (*end != 0 || m > 0777)
+                return Error{prefix + "[daemon]: socket_mode must be octal like \"0660\""};
+            c.socket_mode = uint32_t(m);
+        }
+        TRY(t.string("socket_group", &c.socket_group));
+        TRY(t.whole("max_clients", &c.max_clients, 1, 4096));
+        TRY(t.whole("max_qps_per_client", &c.max_qps_per_client, 1, 65536));
+        TRY(t.whole("max_mrs_per_client", &c.max_mrs_per_client, 1, 65536));
+        uint64_t mib = c.max_region_bytes >> 20;
+        TRY(t.whole("max_region_mib", &mib, 1, uint64_t{1} << 20));
+        c.max_region_bytes = mib << 20;
+        TRY(t.whole("drain_ms", &c.drain_ms, 0, 600'000));
+        TRY(t.whole("connect_resend_ms", &c.connect_resend_ms, 1, 10'000));
+        TRY(t.done());
+        if (c.socket.empty() || c.socket.size() >= 108)
+            return Error{prefix + "[daemon]: socket must be a path shorter than 108 bytes"};
+    }
+    {
+        Table t(root["dataplane"].as_table(), "[dataplane]");
+        TRY(t.strings("ports", &c.dp.ports));
+        TRY(t.whole("mtu", &c.dp.mtu_bytes, 576, 9000));
+        TRY(t.whole("mrc_port", &c.dp.mrc_port, 1, 65535));
+        std::string idle = "sleep";
+        TRY(t.string("idle", &idle));
+        if (idle != "busy" && idle != "sleep" && idle != "yield")
+            return Error{prefix + "[dataplane]: idle must be \"busy\", \"yield\" or \"sleep\""};
+        c.dp.idle = idle == "busy"    ? dp::IdleMode::kBusy
+                    : idle == "yield" ? dp::IdleMode::kYield
+                                      : dp::IdleMode::kSleep;
+        TRY(t.whole("idle_sleep_us", &c.dp.idle_sleep_us, 1, 100'000));
+        TRY(t.boolean("udp_checksum", &c.dp.udp_checksum));
+        TRY(t.boolean("zero_copy", &c.dp.zero_copy_tx));
+        TRY(t.whole("link_wait_ms", &c.dp.link_wait_ms, 0, 600'000));
+        TRY(t.whole("max_qps", &c.dp.max_qps_per_worker, 1, 65535));
+        TRY(t.whole("max_mrs", &c.dp.max_mrs, 1, 1u << 20));
+        double control_us = double(c.dp.scorer.period_ns) / 1000;
+        TRY(t.number("control_us", &control_us, 10, 1e6));
+        c.dp.scorer.period_ns = uint64_t(control_us * 1000);
+        TRY(t.done());
+    }
+    if (const auto *planes = root["plane"].as_array()) {
+        size_t i = 0;
+        for (const auto &e : *planes) {
+            const std::string where = fmt::format("[[plane]] #{}", ++i);
+            if (!e.is_table()) return Error{prefix + where + ": must be a table"};
+            Table t(e.as_table(), where);
+            std::string ip;
+            TRY(t.string("ip", &ip));
+            TRY(t.done());
+            auto v = parse_ip(ip);
+            if (!v) return Error{prefix + where + ": ip: " + v.error().message};
+            c.plane_ip.push_back(*v);
+        }
+    } else if (root.contains("plane")) {
+        return Error{prefix + "plane must be an array of tables: [[plane]]"};
+    }
+    if (c.plane_ip.size() > kMaxPlanes)
+        return Error{fmt::format("{}at most {} [[plane]] entries", prefix, kMaxPlanes)};
+    {
+        Table t(root["qp"].as_table(), "[qp]");
+        std::string cc = "nscc";
+        TRY(t.string("cc", &cc));
+        if (cc != "nscc" && cc != "fixed")
+            return Error{prefix + "[qp]: cc must be \"nscc\" or \"fixed\""};
+        c.qp.cc.algo = cc == "nscc" ? CcAlgo::kNscc : CcAlgo::kFixed;
+        TRY(t.number("line_gbps", &c.qp.cc.nscc.line_rate_gbps, 0.001, 10'000));
+        TRY(t.whole("evs_per_plane", &c.evs_per_plane, 1, 1024));
+        TRY(t.whole("retry_timeout_exp", &c.qp.retry.timeout_exp, 1, RetryPolicy::kMaxTimeoutExp));
+        TRY(t.whole("retry_limit", &c.qp.retry.limit, 1, RetryPolicy::kMaxExponential));
+        TRY(t.whole("max_send_wr", &c.qp.max_send_wr, 1, 65536));
+        TRY(t.done());
+    }
+    if (const auto *ns = root["neighbor"].as_array()) {
+        size_t i = 0;
+        for (const auto &e : *ns) {
+            const std::string where = fmt::format("[[neighbor]] #{}", ++i);
+            if (!e.is_table()) return Error{prefix + where + ": must be a table"};
+            Table t(e.as_table(), where);
+            std::string ip, mac;
+            TRY(t.string("ip", &ip));
+            TRY(t.string("mac", &mac));
+            TRY(t.done());
+            auto a = parse_ip(ip);
+            if (!a) return Error{prefix + where + ": ip: " + a.error().message};
+            auto m = parse_mac(mac);
+            if (!m) return Error{prefix + where + ": mac: " + m.error().message};
+            c.neighbors.push_back({*a, *m});
+        }
+    }
+    return c;
+}
+
+}  // namespace mrc::mrcd
