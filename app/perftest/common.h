@@ -1,0 +1,75 @@
+// What mrc_write_bw and mrc_write_lat share: the perftest-style flags, the
+// TCP channel on which the two sides swap region keys (as perftest does;
+// libmrc leaves key exchange to applications), and result printing.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <sched.h>
+#include <time.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <mrc/mrc.h>
+
+namespace mrc::perf {
+
+struct Options {
+    std::string server;  // positional: the server's host (client role when given)
+    std::string socket;  // mrcd's socket
+    uint32_t size = 65536;
+    uint64_t iters = 5000;
+    double duration_s = 0;  // when > 0: run this long instead of iters
+    uint32_t qps = 1;
+    uint32_t tx_depth = 16;  // outstanding writes per QP (bw)
+    uint16_t port = 18515;   // TCP port of the key exchange
+    uint32_t service = 18515;
+    bool report_gbits = true;
+    std::string json_path;
+    int timeout_ms = 30000;
+    bool yield = false;     // sched_yield() on an empty poll (the CPU is shared with mrcd)
+    uint32_t sleep_us = 0;  // or sleep this long on an empty poll
+};
+
+// What a polling loop does when the CQ was empty.
+inline void idle(const Options &o) {
+    if (o.sleep_us) {
+        const timespec ts{0, long(o.sleep_us) * 1000};
+        nanosleep(&ts, nullptr);
+    } else if (o.yield) {
+        sched_yield();
+    }
+}
+
+void add_common(CLI::App &cli, Options &o);
+
+// The TCP side channel: one connection, length-prefixed JSON messages.
+class Channel {
+  public:
+    ~Channel();
+    // Server: accept one client on port; client: connect to host:port
+    // (retrying until timeout_ms).
+    bool listen_accept(uint16_t port, int timeout_ms, std::string *err);
+    bool connect(const std::string &host, uint16_t port, int timeout_ms, std::string *err);
+    bool send(const nlohmann::json &j, std::string *err);
+    bool recv(nlohmann::json *j, int timeout_ms, std::string *err);
+    // The peer closed (or sent something) without blocking.
+    bool peer_closed();
+
+  private:
+    int fd_ = -1;
+    std::string buf_;  // received, not yet a whole line
+};
+
+[[noreturn]] void die(mrc_context *ctx, const std::string &what, int rc);
+[[noreturn]] void die(const std::string &what);
+std::string ip_string(uint32_t ip);
+uint64_t now_ns();
+// Percentile p in [0, 1] of samples (ns), in microseconds.
+double percentile_us(std::vector<uint64_t> &samples, double p);
+void write_json(const std::string &path, const nlohmann::json &j);
+
+}  // namespace mrc::perf
