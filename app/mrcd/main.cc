@@ -3,6 +3,7 @@
 // through libmrc (docs/api.md, docs/mrcd.md).
 //
 //   mrcd [EAL args] -- --config FILE [--socket PATH]
+//   mrcd --check-config FILE
 //
 // Stops cleanly on SIGTERM / SIGINT: in-flight work finishes (up to
 // [daemon] drain_ms) or completes with DAEMON_SHUTDOWN; every application
@@ -82,6 +83,17 @@ int run(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    // mrcd --check-config FILE: parse and report, without EAL or ports.
+    if (argc == 3 && std::string(argv[1]) == "--check-config") {
+        auto cfg = mrcd::load_config(argv[2]);
+        if (!cfg) {
+            std::fprintf(stderr, "mrcd: %s\n", cfg.error().message.c_str());
+            return 2;
+        }
+        std::printf("mrcd: %s: ok (%zu planes, socket %s)\n", argv[2], cfg->plane_ip.size(),
+                    cfg->socket.c_str());
+        return 0;
+    }
     auto eal = drivers::eal_init(argc, argv);
     if (!eal) {
         std::fprintf(stderr, "mrcd: %s\n", eal.error().message.c_str());

@@ -30,6 +30,10 @@ local opcodes = {
     [0x11] = "NACK",
     [0x20] = "PROBE",
     [0x21] = "PROBE_REPLY",
+    [0x30] = "CONNECT",
+    [0x31] = "ACCEPT",
+    [0x32] = "REJECT",
+    [0x33] = "DISCONNECT",
 }
 local nack_reasons = {
     [0x01] = "TRIMMED",
@@ -88,6 +92,17 @@ f.cum_psn = ProtoField.uint24("mrc.nack.cum_psn", "Cumulative PSN", base.DEC)
 f.probe_id = ProtoField.uint32("mrc.probe.id", "Probe id", base.HEX)
 f.probe_ev = ProtoField.uint16("mrc.probe.ev", "Probed EV", base.DEC)
 f.probe_ts = ProtoField.uint32("mrc.probe.ts", "Timestamp", base.DEC)
+-- Connection management (mrcd)
+local cm_reasons = { [1] = "no listener", [2] = "no resources", [3] = "bad request" }
+f.cm_conn_id = ProtoField.uint64("mrc.cm.conn_id", "Connection id", base.HEX)
+f.cm_service = ProtoField.uint32("mrc.cm.service", "Service", base.DEC)
+f.cm_src_qpn = ProtoField.uint32("mrc.cm.src_qpn", "Sender's QPN", base.DEC)
+f.cm_dst_qpn = ProtoField.uint32("mrc.cm.dst_qpn", "Receiver's QPN", base.DEC)
+f.cm_psn = ProtoField.uint32("mrc.cm.psn", "First PSN", base.DEC)
+f.cm_planes = ProtoField.uint8("mrc.cm.planes", "Planes", base.DEC)
+f.cm_reason = ProtoField.uint8("mrc.cm.reason", "Reject reason", base.DEC, cm_reasons)
+f.cm_mac = ProtoField.ether("mrc.cm.mac", "MAC")
+f.cm_ip = ProtoField.ipv4("mrc.cm.ip", "IPv4")
 
 local e_malformed = ProtoExpert.new("mrc.malformed", "Malformed MRC packet", expert.group.MALFORMED,
                                     expert.severity.ERROR)
@@ -272,6 +287,34 @@ local function dissect_probe(tvb, pinfo, tree)
     pinfo.cols.info:append(string.format(" id=0x%08x ev=%d", tvb(o, 4):uint(), tvb(o + 4, 2):uint()))
 end
 
+local CM = 108
+
+local function dissect_cm(tvb, pinfo, tree, opcode)
+    check_exact(tree, tvb, BASE + CM, "connection-management frame")
+    if tvb:len() < BASE + CM then return end
+    local o = BASE
+    tree:add(f.cm_conn_id, tvb(o, 8))
+    if opcode == 0x30 then tree:add(f.cm_service, tvb(o + 8, 4)) end
+    tree:add(f.cm_src_qpn, tvb(o + 12, 4))
+    tree:add(f.cm_dst_qpn, tvb(o + 16, 4))
+    tree:add(f.cm_psn, tvb(o + 20, 4))
+    local planes = tvb(o + 24, 1):uint()
+    local pt = tree:add(f.cm_planes, tvb(o + 24, 1))
+    if planes > 8 then pt:add_proto_expert_info(e_proto, "more than 8 planes") end
+    if opcode == 0x32 then tree:add(f.cm_reason, tvb(o + 25, 1)) end
+    check_zero(tree, tvb(o + 26, 2), "reserved bytes")
+    for p = 0, math.min(planes, 8) - 1 do
+        local a = tree:add(mrc, tvb(o + 28 + 10 * p, 10), string.format("Plane %d", p))
+        a:add(f.cm_mac, tvb(o + 28 + 10 * p, 6))
+        a:add(f.cm_ip, tvb(o + 34 + 10 * p, 4))
+    end
+    if opcode == 0x30 then
+        pinfo.cols.info:append(string.format(" service=%d qpn=%d", tvb(o + 8, 4):uint(), tvb(o + 12, 4):uint()))
+    else
+        pinfo.cols.info:append(string.format(" qpn=%d -> %d", tvb(o + 12, 4):uint(), tvb(o + 16, 4):uint()))
+    end
+end
+
 function mrc.dissector(tvb, pinfo, tree)
     pinfo.cols.protocol = "MRC"
     local t = tree:add(mrc, tvb(), "Multipath Reliable Connection")
@@ -298,7 +341,12 @@ function mrc.dissector(tvb, pinfo, tree)
     if tvb(2, 1):uint() ~= 1 then vt:add_proto_expert_info(e_proto, "version is not 1") end
     check_zero(t, tvb(3, 2), "reserved bytes 3-4")
     local qt = t:add(f.dst_qpn, tvb(5, 3))
-    if tvb(5, 3):uint() == 0 then qt:add_proto_expert_info(e_proto, "QPN 0 is never valid") end
+    local is_cm = tvb(0, 1):uint() >= 0x30 and tvb(0, 1):uint() <= 0x33
+    if tvb(5, 3):uint() == 0 and not is_cm then
+        qt:add_proto_expert_info(e_proto, "QPN 0 is never valid")
+    elseif tvb(5, 3):uint() ~= 0 and is_cm then
+        qt:add_proto_expert_info(e_proto, "connection management goes to QPN 0")
+    end
     check_zero(t, tvb(8, 1), "reserved byte 8")
     t:add(f.psn, tvb(9, 3))
     local sp = udp_srcport()
@@ -321,6 +369,8 @@ function mrc.dissector(tvb, pinfo, tree)
             dissect_sack(tvb, pinfo, t, psn)
         elseif opcode == 0x11 then
             dissect_nack(tvb, pinfo, t, psn)
+        elseif opcode >= 0x30 then
+            dissect_cm(tvb, pinfo, t, opcode)
         else
             dissect_probe(tvb, pinfo, t)
         end

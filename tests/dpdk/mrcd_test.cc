@@ -824,3 +824,85 @@ TEST(Mrcd, ThroughTheFabricAPlaneFailsMidTransfer) {
 
 }  // namespace
 }  // namespace mrc::test
+
+namespace mrc::test {
+namespace {
+
+TEST(Mrcd, MinimalProgramOfTheDocsRuns) {
+    // docs/api.md carries app/examples/minimal.c verbatim.
+    const std::string src = read_file(std::string(MRC_SOURCE_DIR) + "/app/examples/minimal.c");
+    const std::string doc = read_file(std::string(MRC_SOURCE_DIR) + "/docs/api.md");
+    ASSERT_FALSE(src.empty());
+    EXPECT_NE(doc.find("```c\n" + src + "```"), std::string::npos)
+        << "docs/api.md and app/examples/minimal.c differ";
+    Daemons d;
+    start(d);
+    auto srv =
+        Subprocess::start({"/usr/bin/env", "MRC_SOCKET=" + d.sock('b'), app("minimal"), "server"},
+                          d.dir + "/server.log");
+    std::string first;
+    for (int i = 0; i < 200 && first.empty(); ++i) {
+        const std::string l = srv->log();
+        if (l.find('\n') != std::string::npos) first = l.substr(0, l.find('\n'));
+        std::this_thread::sleep_for(20ms);
+    }
+    const size_t sp = first.find(' ');
+    ASSERT_NE(sp, std::string::npos) << srv->log();
+    const Done c = run({"/usr/bin/env", "MRC_SOCKET=" + d.sock('a'), app("minimal"), "client",
+                        d.ip('b'), first.substr(0, sp), first.substr(sp + 1)},
+                       d.dir + "/client.log", 30s);
+    EXPECT_EQ(c.rc, 0) << c.log;
+    EXPECT_EQ(srv->wait_for(20s).value_or(-1), 0) << srv->log();
+    EXPECT_NE(srv->log().find("got 15 bytes, imm 42: hello over MRC"), std::string::npos)
+        << srv->log();
+    finish(d);
+}
+
+TEST(Mrcd, BadConfigurationsAreRefusedByName) {
+    const std::string dir = make_temp_dir("mrcd-cfg");
+    const Done ok =
+        run({app("mrcd"), "--check-config", std::string(MRC_SOURCE_DIR) + "/config/mrcd.toml"},
+            dir + "/ok.log", 20s);
+    EXPECT_EQ(ok.rc, 0) << ok.log;
+    const std::vector<std::pair<std::string, std::string>> bad = {
+        {"[daemon]\nsocket_mode = \"rw\"\n", "socket_mode"},
+        {"[daemon]\nmax_clients = 0\n", "max_clients"},
+        {"[dataplane]\nidle = \"spin\"\n", "idle"},
+        {"[dataplane]\nmtu = 100\n", "mtu"},
+        {"[dataplane]\nport = [\"x\"]\n", "unknown key 'port'"},
+        {"[[plane]]\nip = \"10.0.0.300\"\n", "10.0.0.300"},
+        {"[qp]\ncc = \"reno\"\n", "cc must be"},
+        {"[qp]\nretry_limit = 99\n", "retry_limit"},
+        {"[[neighbor]]\nip = \"10.0.0.2\"\nmac = \"zz\"\n", "mac"},
+        {"[deamon]\n", "unknown table 'deamon'"},
+        {"[daemon\n", "line 1"},
+    };
+    int i = 0;
+    for (const auto &[text, want] : bad) {
+        const std::string f = dir + "/bad" + std::to_string(i++) + ".toml";
+        std::FILE *fp = std::fopen(f.c_str(), "w");
+        std::fputs(text.c_str(), fp);
+        std::fclose(fp);
+        const Done r = run({app("mrcd"), "--check-config", f}, f + ".log", 20s);
+        EXPECT_EQ(r.rc, 2) << text;
+        EXPECT_NE(r.log.find(want), std::string::npos) << text << " -> " << r.log;
+    }
+    // A config that disagrees with the ports: refused at start, nothing left behind.
+    std::FILE *fp = std::fopen((dir + "/one.toml").c_str(), "w");
+    std::fputs(
+        ("[daemon]\nsocket = \"" + dir + "/x.sock\"\n[[plane]]\nip = \"10.0.0.1\"\n").c_str(), fp);
+    std::fclose(fp);
+    const std::string prefix = "mrcd-cfg-" + std::to_string(getpid());
+    auto c = dpdk_cmd(app("mrcd"), prefix, "0@0,1@1");
+    for (int p = 0; p < 2; ++p)
+        c.push_back("--vdev=net_null" + std::to_string(p));
+    c.insert(c.end(), {"--", "--config", dir + "/one.toml"});
+    const Done r = run(c, dir + "/start.log", 60s);
+    EXPECT_EQ(r.rc, 2) << r.log;
+    EXPECT_NE(r.log.find("1 [[plane]] addresses for 2 ports"), std::string::npos) << r.log;
+    EXPECT_NE(sh("test -e /var/run/dpdk/" + prefix), 0);
+    sh("rm -rf " + dir);
+}
+
+}  // namespace
+}  // namespace mrc::test

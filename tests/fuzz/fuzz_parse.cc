@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "wire/cm.h"
 #include "wire/mrc.h"
 
 using namespace mrc::wire;
@@ -28,6 +29,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     MrcPacket p;
     if (parse_mrc(f.data(), uint32_t(f.size()), 0, &p, Checksums::kVerify) == MrcError::kOk)
         check(p, size);
+    // Connection management (mrcd's CONNECT / ACCEPT / REJECT / DISCONNECT).
+    CmFields cm;
+    if (parse_cm(f.data(), uint32_t(f.size()), 0, &cm) == CmError::kOk &&
+        (cm.planes > kCmMaxPlanes || size < kCmBytes))
+        abort();
     for (size_t cut : {size_t(42), size_t(54), size_t(82), size_t(90), size / 2}) {
         if (cut > size) continue;
         std::vector<uint8_t> head(data, data + cut), tail(data + cut, data + size);
