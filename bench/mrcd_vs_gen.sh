@@ -79,14 +79,14 @@ start_daemons() {  # tag
 }
 stop_daemons() { stop_pid "$da" TERM 10; stop_pid "$db" TERM 10; }
 
-run_perf() {  # tag tool args...
-  local t=$1 tool=$2
-  shift 2
+run_perf() {  # daemons-tag run-tag tool args...
+  local d=$1 t=$2 tool=$3
+  shift 3
   port=$((port + 1))
-  taskset -c 1 "$b/$tool" --socket "$work/$t-b.sock" -p "$port" --yield "$@" >"$work/$t-srv.log" 2>&1 &
+  taskset -c 1 "$b/$tool" --socket "$work/$d-b.sock" -p "$port" --yield "$@" >"$work/$t-srv.log" 2>&1 &
   local sp=$!; pids+=("$sp")
   sleep 0.3
-  taskset -c 0 "$b/$tool" --socket "$work/$t-a.sock" -p "$port" --yield "$@" \
+  taskset -c 0 "$b/$tool" --socket "$work/$d-a.sock" -p "$port" --yield "$@" \
     --json "$work/$t.json" 127.0.0.1 >"$work/$t-cli.log" 2>&1 || cat "$work/$t-cli.log" >&2
   wait "$sp" || true
 }
@@ -100,9 +100,9 @@ for ((r = 0; r < reps; r++)); do
   run_gen "gb-$r" busy --mode pingpong --qps 1 --msg-bytes 64
   start_daemons "d$r"
   echo "== [$r] mrc_write_bw through mrcd, 2 planes, 1 QP x 64 KiB, depth 16"
-  run_perf "d$r-bw" mrc_write_bw -s 65536 -t 16 -q 1 -D "$secs"
+  run_perf "d$r" "d$r-bw" mrc_write_bw -s 65536 -t 16 -q 1 -D "$secs"
   echo "== [$r] mrc_write_lat through mrcd, 64 B"
-  run_perf "d$r-lat" mrc_write_lat -s 64 -n 20000
+  run_perf "d$r" "d$r-lat" mrc_write_lat -s 64 -n 20000
   stop_daemons
 done
 
