@@ -80,6 +80,10 @@ std::string ask(const std::string &path, const json &req, std::string *err) {
     }
     std::memcpy(&rh, in.data(), sizeof rh);
     rh.message[sizeof rh.message - 1] = 0;
+    if (rh.magic != mrc::ipc::kMagic || rh.body_bytes != size_t(n) - sizeof rh) {
+        *err = "mrcd sent a malformed answer";
+        return {};
+    }
     if (rh.status != MRC_OK) {
         *err = fmt::format("mrcd: {} ({})", rh.message, mrc_strerror(rh.status));
         return {};

@@ -190,6 +190,10 @@ Result<DaemonConfig> load_config(const std::string &path, const std::string &tex
         TRY(t.whole("idle_sleep_us", &c.dp.idle_sleep_us, 1, 100'000));
         TRY(t.boolean("udp_checksum", &c.dp.udp_checksum));
         TRY(t.boolean("zero_copy", &c.dp.zero_copy_tx));
+        if (c.dp.zero_copy_tx)
+            return Error{prefix +
+                         "[dataplane]: zero_copy is not available in mrcd (a region can be "
+                         "unmapped while frames still point into it)"};
         TRY(t.whole("link_wait_ms", &c.dp.link_wait_ms, 0, 600'000));
         TRY(t.whole("max_qps", &c.dp.max_qps_per_worker, 1, 65535));
         TRY(t.whole("max_mrs", &c.dp.max_mrs, 1, 1u << 20));

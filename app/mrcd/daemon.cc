@@ -57,6 +57,7 @@ constexpr uint32_t kMaxMsgBytes = 1u << 30;
 constexpr uint16_t kCmEv = 0xc0de;  // UDP source port of CM frames (not a QP's EV)
 constexpr uint32_t kCmInCap = 256;
 constexpr uint64_t kAnsweredKeepNs = 60'000'000'000ull;
+constexpr size_t kMaxAcceptBacklog = 64;
 
 uint8_t wc_status(WcStatus s) {
     switch (s) {
@@ -149,6 +150,7 @@ struct Daemon::Command {
     QpPeer peer;
     uint32_t epsn = 0, spsn = 0;
     uint8_t status = 0;
+    bool force = false;  // kDeregMr: the owner is gone (its QPs are destroyed first)
     std::vector<std::pair<uint8_t, std::vector<uint8_t>>> frames;  // (plane, frame)
     // Answers.
     std::atomic<bool> done{false};
@@ -198,6 +200,14 @@ class Agent final : public dp::WorkerApp {
         }
         void publish() { h->prod.store(prod, std::memory_order_release); }
     };
+    struct LocalMr {
+        uint8_t *base = nullptr;
+        uint64_t length = 0;
+        uint32_t key = 0;
+        uint32_t client = 0;
+        bool live = false;
+        uint32_t inflight = 0;  // work requests in the core that read it
+    };
     struct QpB {
         Qp *qp = nullptr;
         uint32_t wire = 0;
@@ -210,13 +220,22 @@ class Agent final : public dp::WorkerApp {
         uint8_t event_status = 0;  // why the QP errored, when not the core's reason
         bool event_sent = false;
         bool shutdown = false;
-    };
-    struct LocalMr {
-        uint8_t *base = nullptr;
-        uint64_t length = 0;
-        uint32_t key = 0;
-        uint32_t client = 0;
-        bool live = false;
+        // The region (key slot) of every work request the core holds, in
+        // posting order (the core completes in that order): a region is
+        // not let go while a request may still read it.
+        std::vector<uint32_t> uses;
+        uint32_t uses_head = 0, uses_tail = 0;
+        void use(std::vector<LocalMr> &mrs, uint32_t slot) {
+            uses[uses_tail++ & (uses.size() - 1)] = slot;
+            ++mrs[slot].inflight;
+        }
+        void done(std::vector<LocalMr> &mrs) {
+            if (uses_head != uses_tail) --mrs[uses[uses_head++ & (uses.size() - 1)]].inflight;
+        }
+        void release_all(std::vector<LocalMr> &mrs) {
+            while (uses_head != uses_tail)
+                done(mrs);
+        }
     };
     void execute(Daemon::Command &c, uint64_t now_ns);
     uint32_t service(QpB &q);
@@ -257,7 +276,7 @@ void Agent::on_cm_frame(dp::Worker &, const uint8_t *frame, uint32_t len, uint8_
     // The server parses it; here it is only copied out (bounded: a flood of
     // CM frames costs a full ring and a counter, nothing else).
     if (len > wire::kCmBytes + 64) {
-        ++d_->cm_oversize_;
+        d_->cm_oversize_.fetch_add(1, std::memory_order_relaxed);
         return;
     }
     auto *m = new (std::nothrow) Daemon::CmIn;
@@ -280,6 +299,7 @@ uint32_t Agent::service(QpB &q) {
     if (space) {
         const uint32_t n = qp.poll_send_cq(sc_, std::min<uint32_t>(space, 32));
         for (uint32_t i = 0; i < n; ++i) {
+            q.done(mrs_);
             ipc::Cqe c{};
             c.wr_id = sc_[i].wr_id;
             c.qp_num = q.wire;
@@ -359,6 +379,7 @@ uint32_t Agent::service(QpB &q) {
             wr.with_imm = s.opcode == MRC_WR_WRITE_WITH_IMM;
             wr.imm = s.imm;
             if (qp.post_write(wr) != PostResult::kOk) break;  // full: the rest waits in the ring
+            q.use(mrs_, slot);
             ++q.cons;
             ++work;
         }
@@ -379,6 +400,8 @@ uint32_t Agent::service(QpB &q) {
         }
         q.h->state.store(q.shutdown ? ipc::kRingShutdown : ipc::kRingError,
                          std::memory_order_release);
+        // In the error state the core sends nothing and holds no request.
+        if (qp.outstanding_wrs() == 0) q.release_all(mrs_);
         if (!q.event_sent && avail == 0 && qp.outstanding_wrs() == 0 && space) {
             ipc::Cqe c{};
             c.qp_num = q.wire;
@@ -412,8 +435,16 @@ void Agent::execute(Daemon::Command &c, uint64_t) {
             return;
         }
         case K::kDeregMr: {
+            const uint32_t slot = c.key >> 8;
+            if (!c.force && slot < mrs_.size() && mrs_[slot].live && mrs_[slot].key == c.key &&
+                mrs_[slot].inflight) {
+                c.ok = false;
+                c.error = fmt::format("region {:#x} is the source of {} work requests in progress",
+                                      c.key, mrs_[slot].inflight);
+                return;
+            }
             ep.mrs().deregister(c.key);
-            if ((c.key >> 8) < mrs_.size()) mrs_[c.key >> 8] = LocalMr{};
+            if (slot < mrs_.size()) mrs_[slot] = LocalMr{};
             return;
         }
         case K::kAddCq: {
@@ -455,6 +486,12 @@ void Agent::execute(Daemon::Command &c, uint64_t) {
             b->e = ipc::ring_entries<ipc::Sqe>(c.ring);
             b->mask = c.ring->entries - 1;
             b->cq = cq;
+            // As deep as the core's send queue (a power of two at least
+            // max_send_wr): one entry per request it can hold.
+            uint32_t depth = 1;
+            while (depth < c.qcfg.max_send_wr)
+                depth <<= 1;
+            b->uses.assign(depth, 0);
             c.out = b->wire;
             qps_.push_back(std::move(b));
             return;
@@ -478,6 +515,7 @@ void Agent::execute(Daemon::Command &c, uint64_t) {
         case K::kDestroyQp: {
             for (auto it = qps_.begin(); it != qps_.end(); ++it) {
                 if ((*it)->wire != c.key) continue;
+                (*it)->release_all(mrs_);
                 const uint32_t local = (*it)->qp->qpn();
                 qps_.erase(it);
                 if (auto r = ep.destroy_qp(local); !r) {
@@ -540,6 +578,7 @@ struct Daemon::MrRec {
     uint8_t *base = nullptr;
     uint64_t map_bytes = 0;
     uint64_t length = 0;
+    uint64_t remote_base = 0;
     uint32_t access = 0;
     uint32_t service = 0;
 };
@@ -918,7 +957,9 @@ void Daemon::do_hello(Client &c, uint32_t seq, const uint8_t *b, size_t n) {
         return;
     }
     req.name[sizeof req.name - 1] = 0;
-    c.name = req.name;
+    c.name.clear();
+    for (const char *p = req.name; *p; ++p)  // printable ASCII only: it goes into JSON and logs
+        c.name += (*p >= 0x20 && *p < 0x7f) ? *p : '?';
     c.hello = true;
     ipc::HelloRep rep{};
     rep.api_version = MRC_API_VERSION;
@@ -969,7 +1010,8 @@ void Daemon::do_reg_mr(Client &c, uint32_t seq, const uint8_t *b, size_t n, int 
         return reply(c, op, seq, MRC_ENOMEM, fmt::format("mmap: {}", std::strerror(errno)));
     const uint32_t slot = mr_free_.back();
     mr_free_.pop_back();
-    mr_gen_[slot] = uint8_t(mr_gen_[slot] + 1 ? mr_gen_[slot] + 1 : 1);
+    const uint8_t gen = uint8_t(mr_gen_[slot] + 1);
+    mr_gen_[slot] = gen ? gen : 1;  // generation 0 is never a valid key
     const uint32_t key = slot << 8 | mr_gen_[slot];
     const bool remote = req.access & MRC_ACCESS_REMOTE_WRITE;
     for (uint32_t w = 0; w < agents_.size(); ++w) {
@@ -1007,11 +1049,28 @@ void Daemon::do_dereg_mr(Client &c, uint32_t seq, const uint8_t *b, size_t n) {
     auto it = c.mrs.find(req.id);
     if (it == c.mrs.end())
         return reply(c, op, seq, MRC_ENOENT, fmt::format("no region with key {:#x}", req.id));
+    const MrRec &m = it->second;
     for (uint32_t w = 0; w < agents_.size(); ++w) {
         Command cmd;
         cmd.kind = Command::kDeregMr;
         cmd.key = req.id;
         run_on(w, cmd);
+        if (!cmd.ok) {
+            // Still read by work requests: put it back where it was taken out.
+            for (uint32_t u = 0; u < w; ++u) {
+                Command back;
+                back.kind = Command::kRegMr;
+                back.client = c.id;
+                back.key = m.key;
+                back.base = m.base;
+                back.length = m.length;
+                back.remote_base = m.remote_base;
+                back.access = m.access & MRC_ACCESS_REMOTE_WRITE ? kAccessRemoteWrite : 0;
+                back.pd = m.access & MRC_ACCESS_REMOTE_WRITE ? pd_of(c.id, m.service) : 0;
+                run_on(u, back);
+            }
+            return reply(c, op, seq, MRC_EBUSY, cmd.error + ": wait for their completions");
+        }
     }
     ::munmap(it->second.base, it->second.map_bytes);
     mr_free_.push_back(req.id >> 8);
@@ -1156,6 +1215,8 @@ void Daemon::destroy_qp(Client &c, uint32_t qpn, bool tell_peer) {
         l.ready.erase(std::remove(l.ready.begin(), l.ready.end(), qpn), l.ready.end());
     for (auto p = connecting_.begin(); p != connecting_.end();)
         p = p->second->qpn == qpn ? connecting_.erase(p) : std::next(p);
+    for (auto a = answered_.begin(); a != answered_.end();)
+        a = a->second.qpn == qpn ? answered_.erase(a) : std::next(a);
     qps_.erase(it);
 }
 
@@ -1270,6 +1331,7 @@ void Daemon::release(Client &c) {
             Command cmd;
             cmd.kind = Command::kDeregMr;
             cmd.key = key;
+            cmd.force = true;
             run_on(w, cmd);
         }
         ::munmap(mr.base, mr.map_bytes);
@@ -1340,6 +1402,28 @@ void Daemon::send_connect(Pending &p) {
     p.next_send_ns = mono_ns() + uint64_t(cfg_.connect_resend_ms) * 1'000'000;
 }
 
+void Daemon::disconnect_stray(const wire::CmFields &accept, uint32_t ip, const wire::MacAddr &mac) {
+    wire::CmFields f = my_addrs();
+    f.op = wire::CmOp::kDisconnect;
+    f.src_qpn = accept.dst_qpn;  // the QP it was meant for
+    f.dst_qpn = accept.src_qpn;
+    uint32_t ips[kMaxPlanes];
+    wire::MacAddr macs[kMaxPlanes];
+    uint8_t mask = 0;
+    for (uint8_t p = 0; p < std::min<uint8_t>(accept.planes, dp_->planes()); ++p) {
+        ips[p] = accept.ip[p];
+        macs[p] = accept.mac[p];
+        mask |= uint8_t(1u << p);
+    }
+    if (mask == 0) {
+        ips[0] = ip;
+        macs[0] = mac;
+        mask = 1;
+    }
+    send_cm(f, mask, ips, macs);
+    ++ctr_.disconnects_sent;
+}
+
 void Daemon::poll_cm() {
     void *objs[32];
     const unsigned n = rte_ring_sc_dequeue_burst(cm_in_, objs, 32, nullptr);
@@ -1348,7 +1432,8 @@ void Daemon::poll_cm() {
         on_cm(m->frame, m->len, m->plane);
         delete m;
     }
-    ctr_.cm_dropped = cm_overflow_.load(std::memory_order_relaxed) + cm_oversize_;
+    ctr_.cm_dropped =
+        cm_overflow_.load(std::memory_order_relaxed) + cm_oversize_.load(std::memory_order_relaxed);
 }
 
 void Daemon::on_cm(const uint8_t *frame, uint32_t len, uint8_t plane) {
@@ -1379,12 +1464,12 @@ void Daemon::on_cm(const uint8_t *frame, uint32_t len, uint8_t plane) {
             // plane-0 address, the same in every copy.
             auto done = answered_.find({f.ip[0], f.conn_id});
             if (done != answered_.end()) {
-                auto q = qps_.find(done->second.first);
+                auto q = qps_.find(done->second.qpn);
                 if (q != qps_.end()) {
                     ans.op = wire::CmOp::kAccept;
                     ans.src_qpn = q->second->wire;
                     ans.dst_qpn = f.src_qpn;
-                    ans.psn = uint32_t(done->second.second);
+                    ans.psn = done->second.psn;
                     send_cm(ans, back, ips, macs);
                 }
                 return;
@@ -1397,6 +1482,10 @@ void Daemon::on_cm(const uint8_t *frame, uint32_t len, uint8_t plane) {
             };
             auto l = listeners_.find(f.service);
             if (l == listeners_.end() || draining_) return reject(wire::CmReject::kNoListener);
+            // A listener that does not accept holds a ring per waiting QP:
+            // bounded, so remote CONNECTs cannot use up the daemon's files.
+            if (l->second.ready.size() >= kMaxAcceptBacklog)
+                return reject(wire::CmReject::kNoResources);
             Client &c = *clients_.at(l->second.client);
             auto q = new_qp(c, l->second.cq_id, l->second.sq_depth);
             if (!q) {
@@ -1435,8 +1524,7 @@ void Daemon::on_cm(const uint8_t *frame, uint32_t len, uint8_t plane) {
             }
             r.connected = true;
             r.connected_ns = now;
-            answered_[{f.ip[0], f.conn_id}] = {r.wire, (now << 24) | cmd.spsn};
-            // (the stored value keeps the PSN in its low 24 bits and the time above)
+            answered_[{f.ip[0], f.conn_id}] = Answer{r.wire, cmd.spsn, now};
             ans.op = wire::CmOp::kAccept;
             ans.src_qpn = r.wire;
             ans.dst_qpn = f.src_qpn;
@@ -1509,9 +1597,11 @@ void Daemon::on_cm(const uint8_t *frame, uint32_t len, uint8_t plane) {
             run_on(r.worker, cmd);
             connecting_.erase(it);
             c.waiting.reset();
-            if (!cmd.ok)
+            if (!cmd.ok) {
+                disconnect_stray(f, from_ip, from_mac);
                 return reply(c, uint16_t(ipc::Op::kConnect), seq, MRC_EINVAL,
                              "cannot bring the QP up: " + cmd.error);
+            }
             r.connected = true;
             r.connected_ns = now;
             ++ctr_.accepts;
@@ -1585,8 +1675,7 @@ void Daemon::timeouts() {
         }
     }
     for (auto it = answered_.begin(); it != answered_.end();)
-        it =
-            now - (it->second.second >> 24) > kAnsweredKeepNs ? answered_.erase(it) : std::next(it);
+        it = now - it->second.at_ns > kAnsweredKeepNs ? answered_.erase(it) : std::next(it);
 }
 
 // ---- shutdown ----------------------------------------------------------------
@@ -1678,11 +1767,14 @@ void Daemon::run(const std::atomic<bool> &stop) {
     const uint64_t until = mono_ns() + 500'000'000;
     while (mono_ns() < until && outstanding() != 0)
         mrc::sleep_for_steady(std::chrono::milliseconds(5));
-    for (auto &[id, c] : clients_)
+    for (auto &[id, c] : clients_) {
+        for (auto &[cq_id, cq] : c->cqs)  // an application polling an empty CQ learns of it
+            cq.ring->state.store(ipc::kRingShutdown, std::memory_order_release);
         if (c->fd >= 0) {
             ::close(c->fd);
             c->fd = -1;
         }
+    }
     log(RTE_LOG_INFO, "stopped");
 }
 
@@ -1690,7 +1782,12 @@ void Daemon::run(const std::atomic<bool> &stop) {
 
 void Daemon::do_admin(Client &c, uint32_t seq, const uint8_t *b, size_t n) {
     const std::string req(reinterpret_cast<const char *>(b), n);
-    const std::string out = admin(req, c);
+    std::string out = admin(req, c);
+    if (out.size() > ipc::kMaxMessageBytes - sizeof(ipc::RepHdr))
+        out = json{{"error", fmt::format("the answer ({} bytes) is larger than one message; read "
+                                         "/mrc/qps over DPDK telemetry instead",
+                                         out.size())}}
+                  .dump();
     reply(c, uint16_t(ipc::Op::kAdmin), seq, MRC_OK, "", out.data(), out.size());
 }
 
@@ -1701,7 +1798,7 @@ std::string Daemon::admin(const std::string &text, const Client &c) {
         json e;
         e["error"] = m;
         ++ctr_.bad_requests;
-        return e.dump();
+        return e.dump(-1, ' ', false, json::error_handler_t::replace);
     };
     if (req.is_discarded() || !req.is_object() || !req.contains("cmd") || !req["cmd"].is_string())
         return err("expected a JSON object with a \"cmd\" string");
@@ -1745,7 +1842,7 @@ std::string Daemon::admin(const std::string &text, const Client &c) {
                           {"regions", x->mrs.size()},
                           {"requests", x->requests}});
         out["clients"] = cl;
-        return out.dump();
+        return out.dump(-1, ' ', false, json::error_handler_t::replace);
     }
     if (cmd == "ports") {
         dp::ControlSnapshot cs;
@@ -1783,7 +1880,7 @@ std::string Daemon::admin(const std::string &text, const Client &c) {
                              {"device_rx_missed", pc.rx_missed}});
         }
         out["ports"] = ports;
-        return out.dump();
+        return out.dump(-1, ' ', false, json::error_handler_t::replace);
     }
     if (cmd == "qps" || cmd == "evs") {
         json qs = json::array();
@@ -1835,7 +1932,7 @@ std::string Daemon::admin(const std::string &text, const Client &c) {
                 d.push_back({{"qpn", x.qpn}, {"ev", x.ev}});
             out["denied_evs"] = d;
         }
-        return out.dump();
+        return out.dump(-1, ' ', false, json::error_handler_t::replace);
     }
     if (cmd == "deny" || cmd == "allow") {
         if (c.uid != 0 && c.uid != ::geteuid())
@@ -1847,7 +1944,7 @@ std::string Daemon::admin(const std::string &text, const Client &c) {
             dp_->deny_plane(uint8_t(req["plane"].get<uint64_t>()), deny);
             log(RTE_LOG_NOTICE, "operator: {} plane {}", cmd, req["plane"].get<uint64_t>());
             out["ok"] = true;
-            return out.dump();
+            return out.dump(-1, ' ', false, json::error_handler_t::replace);
         }
         if (req.contains("qpn") && req.contains("ev")) {
             if (!req["qpn"].is_number_unsigned() || !req["ev"].is_number_unsigned() ||
@@ -1858,7 +1955,7 @@ std::string Daemon::admin(const std::string &text, const Client &c) {
             dp_->deny_ev(qpn, uint16_t(req["ev"].get<uint64_t>()), deny);
             log(RTE_LOG_NOTICE, "operator: {} EV {} of QP {}", cmd, req["ev"].get<uint64_t>(), qpn);
             out["ok"] = true;
-            return out.dump();
+            return out.dump(-1, ' ', false, json::error_handler_t::replace);
         }
         return err("deny/allow need \"plane\", or \"qpn\" and \"ev\"");
     }

@@ -113,6 +113,7 @@ class Daemon {
     void send_cm(const wire::CmFields &f, uint8_t plane_mask, const uint32_t *dst_ip,
                  const wire::MacAddr *dst_mac);
     void send_connect(Pending &p);
+    void disconnect_stray(const wire::CmFields &accept, uint32_t ip, const wire::MacAddr &mac);
     void complete_accept(Client &c, const Listener &l, QpRec &q);
     void timeouts();
     wire::MacAddr neighbor_mac(uint32_t ip) const;
@@ -129,7 +130,7 @@ class Daemon {
     std::vector<std::unique_ptr<Agent>> agents_;
     rte_ring *cm_in_ = nullptr;             // worker 0 -> server
     std::atomic<uint64_t> cm_overflow_{0};  // written by worker 0
-    uint64_t cm_oversize_ = 0;              // worker 0 only (read racily for status)
+    std::atomic<uint64_t> cm_oversize_{0};  // written by worker 0
     int listen_fd_ = -1;
     std::string socket_path_;
     std::map<uint32_t, std::unique_ptr<Client>> clients_;  // by id
@@ -141,7 +142,12 @@ class Daemon {
     std::map<uint32_t, Listener> listeners_;                    // by service
     std::map<uint64_t, std::unique_ptr<Pending>> connecting_;   // by conn_id
     // Answers to CONNECTs already taken, for repeats: (peer ip, conn_id).
-    std::map<std::pair<uint32_t, uint64_t>, std::pair<uint32_t, uint64_t>> answered_;
+    struct Answer {
+        uint32_t qpn = 0;
+        uint32_t psn = 0;
+        uint64_t at_ns = 0;
+    };
+    std::map<std::pair<uint32_t, uint64_t>, Answer> answered_;
     // MR keys: one slot allocator for every worker's table.
     std::vector<uint8_t> mr_gen_;
     std::vector<uint32_t> mr_free_;

@@ -52,7 +52,10 @@ int run(int argc, char **argv) {
     }
     auto cfg = mrcd::load_config(config_path);
     if (!cfg) throw Fatal{cfg.error().message};
-    if (!socket.empty()) cfg->socket = socket;
+    if (!socket.empty()) {
+        if (socket.size() >= 108) throw Fatal{"--socket: the path must be shorter than 108 bytes"};
+        cfg->socket = socket;
+    }
     if (cfg->dp.ports.empty())
         for (const auto &p : drivers::list_ports())
             cfg->dp.ports.push_back(p.name);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -29,9 +30,8 @@ struct mrc_context {
     int fd = -1;
     std::mutex mu;  // one request at a time on the socket
     uint32_t seq = 0;
-    bool dead = false;
+    std::atomic<bool> dead{false};
     HelloRep info{};
-    std::string err;
     std::vector<mrc_mr *> mrs;
     std::vector<mrc_cq *> cqs;
     std::vector<mrc_qp *> qps;
@@ -73,18 +73,15 @@ struct mrc_qp {
 
 namespace {
 
-thread_local std::string t_open_error;
+// The calling thread's last error (like errno): threads posting to
+// different QPs of one context never share it.
+thread_local char t_error[512];
 
-__attribute__((format(printf, 3, 4))) int fail(mrc_context *ctx, int status, const char *fmt, ...) {
-    char buf[512];
+__attribute__((format(printf, 3, 4))) int fail(mrc_context *, int status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    std::vsnprintf(buf, sizeof buf, fmt, ap);
+    std::vsnprintf(t_error, sizeof t_error, fmt, ap);
     va_end(ap);
-    if (ctx != nullptr)
-        ctx->err = buf;
-    else
-        t_open_error = buf;
     return status;
 }
 
@@ -193,6 +190,7 @@ int destroy_qp_locked(mrc_qp *qp, bool tell) {
     if (tell) {
         KeyReq k{qp->qpn, 0};
         r = request(ctx, Op::kDestroyQp, &k, sizeof k, nullptr, 0);
+        if (r != MRC_OK && r != MRC_EDAEMON) return r;  // still the daemon's: keep the handle
     }
     ::munmap(qp->ring, qp->map_bytes);
     erase(ctx->qps, qp);
@@ -290,8 +288,8 @@ const char *mrc_wc_status_str(uint32_t status) {
     return "unknown completion status";
 }
 
-const char *mrc_last_error(const mrc_context *ctx) {
-    return ctx == nullptr ? t_open_error.c_str() : ctx->err.c_str();
+const char *mrc_last_error(const mrc_context *) {
+    return t_error;
 }
 
 int mrc_open(const char *socket_path, mrc_context **out) {
@@ -324,7 +322,6 @@ int mrc_open(const char *socket_path, mrc_context **out) {
     std::snprintf(h.name, sizeof h.name, "%s", program_invocation_short_name);
     const int r = request(ctx, Op::kHello, &h, sizeof h, &ctx->info, sizeof ctx->info);
     if (r != MRC_OK) {
-        t_open_error = ctx->err;
         ::close(fd);
         delete ctx;
         return r;
@@ -564,6 +561,7 @@ int mrc_connect(mrc_qp *qp, const char *peer, uint32_t service, int timeout_ms) 
     const auto ip = parse_ip(peer);
     if (!ip) return fail(ctx, MRC_EINVAL, "peer '%s' is not an IPv4 address", peer ? peer : "");
     if (timeout_ms <= 0) timeout_ms = 5000;
+    timeout_ms = std::min(timeout_ms, 600'000);
     std::lock_guard<std::mutex> g(ctx->mu);
     if (qp->connected) return fail(ctx, MRC_ESTATE, "QP %u is already connected", qp->qpn);
     ConnectReq req{qp->qpn, service, *ip, uint32_t(timeout_ms)};
@@ -585,6 +583,7 @@ int mrc_accept(mrc_context *ctx, uint32_t service, int timeout_ms, mrc_qp **out)
     if (ctx == nullptr || out == nullptr) return MRC_EINVAL;
     *out = nullptr;
     if (timeout_ms <= 0) timeout_ms = 5000;
+    timeout_ms = std::min(timeout_ms, 600'000);
     std::lock_guard<std::mutex> g(ctx->mu);
     AcceptReq req{service, uint32_t(timeout_ms)};
     RingRep rep{};
@@ -623,8 +622,11 @@ int mrc_post_write(mrc_qp *qp, const struct mrc_wr *wr) {
                     static_cast<unsigned long long>(wr->local_offset), wr->length, mr->length);
     if (qp->prod - qp->cons_seen >= qp->entries) {
         qp->cons_seen = qp->ring->cons.load(std::memory_order_acquire);
-        if (qp->prod - qp->cons_seen >= qp->entries)
-            return fail(ctx, MRC_EAGAIN, "send queue of QP %u full (%u)", qp->qpn, qp->entries);
+        if (qp->prod - qp->cons_seen >= qp->entries) {
+            std::memcpy(t_error, "send queue full",
+                        sizeof "send queue full");  // no formatting: a hot path
+            return MRC_EAGAIN;
+        }
     }
     Sqe &e = qp->e[qp->prod & (qp->entries - 1)];
     e.wr_id = wr->wr_id;

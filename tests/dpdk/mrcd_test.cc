@@ -539,6 +539,12 @@ TEST(Mrcd, MalformedRequestsGetErrorsAndTheDaemonStaysUp) {
         EXPECT_EQ(r.send_raw(m.data(), m.size(), -1, &body).status, MRC_OK);
         EXPECT_NE(std::string(body.begin(), body.end()).find("error"), std::string::npos);
     }
+    // A name that is not text (it goes into mrcctl's JSON).
+    Raw named(s);
+    ipc::HelloReq hn{};
+    hn.api_version = MRC_API_VERSION;
+    std::memcpy(hn.name, "\xff\xfe\x01bad", 6);
+    EXPECT_EQ(named.req(ipc::Op::kHello, hn).status, MRC_OK);
     // Still serving, and it counted them.
     const json st = ctl(d, 'a', {"status"});
     ASSERT_TRUE(st.is_object());
@@ -639,7 +645,31 @@ TEST(Mrcd, WorkRequestsOutOfRangeUnknownKeysFullRing) {
     EXPECT_EQ(wc.size(), size_t(posted));
     for (const auto &w : wc)
         EXPECT_EQ(w.status, MRC_WC_SUCCESS);
+    // A region still read by work requests cannot be freed (the daemon
+    // would read unmapped memory); once they completed it can.
+    mrc_mr *big = nullptr;
+    ASSERT_EQ(mrc_alloc_mr(e.a, 1 << 20, MRC_ACCESS_LOCAL, 4242, &big), MRC_OK);
+    mrc_wr bw = wr;
+    bw.local = big;
+    bw.length = 1 << 20;
+    int queued = 0;
+    while (queued < 48) {
+        const int rc = mrc_post_write(e.qa, &bw);
+        if (rc == MRC_OK)
+            ++queued;
+        else if (rc != MRC_EAGAIN)
+            FAIL() << mrc_last_error(e.a);
+        else
+            std::this_thread::sleep_for(50us);
+    }
+    EXPECT_EQ(mrc_free_mr(big), MRC_EBUSY);
+    EXPECT_NE(std::string(mrc_last_error(e.a)).find("in progress"), std::string::npos)
+        << mrc_last_error(e.a);
+    wc = poll_until(e.cqa, size_t(queued), 60s);
+    EXPECT_EQ(wc.size(), size_t(queued));
+    EXPECT_EQ(mrc_free_mr(big), MRC_OK) << mrc_last_error(e.a);
     // An unknown remote key: the peer refuses, the QP reports the error.
+    std::memset(mrc_mr_addr(e.dst), 0x77, 4096);
     wr.length = 4096;
     wr.rkey = e.remote.rkey ^ 0x5500;
     wr.wr_id = 77;
@@ -652,9 +682,10 @@ TEST(Mrcd, WorkRequestsOutOfRangeUnknownKeysFullRing) {
         EXPECT_EQ(wc[1].opcode, MRC_WC_QP_EVENT);
     }
     EXPECT_EQ(mrc_post_write(e.qa, &wr), MRC_ESTATE);
-    // Nothing outside the region was touched on B.
+    // The refused write changed nothing on B.
     const auto *dst = static_cast<uint8_t *>(mrc_mr_addr(e.dst));
-    EXPECT_EQ(dst[0], 0xab);
+    EXPECT_EQ(dst[0], 0x77);
+    EXPECT_EQ(dst[4095], 0x77);
     mrc_close(e.a);
     mrc_close(e.b);
     finish(d);

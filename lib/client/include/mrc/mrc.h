@@ -15,7 +15,8 @@
  * time.
  *
  * Errors: every call that can fail returns an int, 0 (MRC_OK) or a negative
- * mrc_status; mrc_last_error() then tells what went wrong in words.
+ * mrc_status; mrc_last_error() then tells what went wrong in words (the
+ * calling thread's last error, like errno).
  */
 #ifndef MRC_MRC_H
 #define MRC_MRC_H
@@ -128,8 +129,8 @@ int mrc_open(const char *socket_path, mrc_context **out);
 /* Destroys what the context still holds (QPs, CQs, regions) and closes it. */
 int mrc_close(mrc_context *ctx);
 int mrc_query(mrc_context *ctx, struct mrc_info *out);
-/* The last error of this context in words (never NULL). With ctx NULL: the
- * last mrc_open() failure of this thread. */
+/* The calling thread's last error in words (never NULL); ctx is accepted
+ * for symmetry and may be NULL (after mrc_open). */
 const char *mrc_last_error(const mrc_context *ctx);
 const char *mrc_strerror(int status);
 const char *mrc_wc_status_str(uint32_t status);
