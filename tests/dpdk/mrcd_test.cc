@@ -543,7 +543,8 @@ TEST(Mrcd, MalformedRequestsGetErrorsAndTheDaemonStaysUp) {
     Raw named(s);
     ipc::HelloReq hn{};
     hn.api_version = MRC_API_VERSION;
-    std::memcpy(hn.name, "\xff\xfe\x01bad", 6);
+    const char bad_name[] = {char(0xff), char(0xfe), char(0x01), 0x62, 0x61, 0x64, 0};
+    std::memcpy(hn.name, bad_name, sizeof bad_name);
     EXPECT_EQ(named.req(ipc::Op::kHello, hn).status, MRC_OK);
     // Still serving, and it counted them.
     const json st = ctl(d, 'a', {"status"});
