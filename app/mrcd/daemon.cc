@@ -1594,8 +1594,9 @@ void Daemon::on_cm(const uint8_t *frame, uint32_t len, uint8_t plane) {
             }
             cmd.epsn = f.psn;
             cmd.spsn = p.psn;
+            const uint32_t service = p.service;
             run_on(r.worker, cmd);
-            connecting_.erase(it);
+            connecting_.erase(it);  // p is gone from here on
             c.waiting.reset();
             if (!cmd.ok) {
                 disconnect_stray(f, from_ip, from_mac);
@@ -1606,7 +1607,7 @@ void Daemon::on_cm(const uint8_t *frame, uint32_t len, uint8_t plane) {
             r.connected_ns = now;
             ++ctr_.accepts;
             log(RTE_LOG_INFO, "QP {} of client {} connected to {} QP {} (service {})", r.wire, c.id,
-                ip_string(from_ip), f.src_qpn, p.service);
+                ip_string(from_ip), f.src_qpn, service);
             return reply(c, uint16_t(ipc::Op::kConnect), seq, MRC_OK, "");
         }
         case wire::CmOp::kDisconnect: {

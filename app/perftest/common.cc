@@ -51,6 +51,25 @@ void add_common(CLI::App &cli, Options &o) {
         ->capture_default_str();
 }
 
+int tool_main(int argc, char **argv, const char *name, const char *what, Options o, Role server,
+              Role client) {
+    CLI::App cli{std::string(name) + ": " + what, name};
+    add_common(cli, o);
+    try {
+        cli.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        return cli.exit(e) == 0 ? 0 : 2;
+    }
+    mrc_context *ctx;
+    if (int rc = mrc_open(o.socket.empty() ? nullptr : o.socket.c_str(), &ctx); rc) {
+        std::fprintf(stderr, "%s: %s\n", name, mrc_last_error(nullptr));
+        return 2;
+    }
+    const int rc = o.server.empty() ? server(o, ctx) : client(o, ctx);
+    mrc_close(ctx);
+    return rc;
+}
+
 Channel::~Channel() {
     if (fd_ >= 0) ::close(fd_);
 }

@@ -46,6 +46,13 @@ inline void idle(const Options &o) {
 
 void add_common(CLI::App &cli, Options &o);
 
+using Role = int (*)(const Options &, mrc_context *);
+// A tool's main(): flags, mrc_open, then the server role (no host given)
+// or the client role. Exit status: 0 done, 1 the run failed, 2 bad usage
+// or no daemon.
+int tool_main(int argc, char **argv, const char *name, const char *what, Options o, Role server,
+              Role client);
+
 // The TCP side channel: one connection, length-prefixed JSON messages.
 class Channel {
   public:

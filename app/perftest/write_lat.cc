@@ -192,20 +192,6 @@ int main(int argc, char **argv) {
     Options o;
     o.size = 64;
     o.iters = 10000;
-    CLI::App cli{"mrc_write_lat: RDMA WRITE latency through mrcd (perftest style)",
-                 "mrc_write_lat"};
-    add_common(cli, o);
-    try {
-        cli.parse(argc, argv);
-    } catch (const CLI::ParseError &e) {
-        return cli.exit(e) == 0 ? 0 : 2;
-    }
-    mrc_context *ctx;
-    if (int rc = mrc_open(o.socket.empty() ? nullptr : o.socket.c_str(), &ctx); rc) {
-        std::fprintf(stderr, "mrc_write_lat: %s\n", mrc_last_error(nullptr));
-        return 2;
-    }
-    const int rc = o.server.empty() ? server(o, ctx) : client(o, ctx);
-    mrc_close(ctx);
-    return rc;
+    return tool_main(argc, argv, "mrc_write_lat",
+                     "RDMA WRITE latency through mrcd (perftest style)", o, server, client);
 }

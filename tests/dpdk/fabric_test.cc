@@ -271,26 +271,8 @@ TEST(FaultSuite, DuplicatesReorderingAndDelay) {
 
 // One command to a DPDK process's telemetry socket; the reply as JSON.
 json telemetry(const std::string &prefix, const std::string &cmd) {
-    const std::string base = getuid() == 0 ? "/var/run/dpdk/"
-                             : std::getenv("XDG_RUNTIME_DIR")
-                                 ? std::string(std::getenv("XDG_RUNTIME_DIR")) + "/dpdk/"
-                                 : "/tmp/dpdk/";
-    const std::string path = base + prefix + "/dpdk_telemetry.v2";
-    const int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
-    if (fd < 0) return {};
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
-    json out;
-    char buf[16384];
-    if (connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0 &&
-        read(fd, buf, sizeof buf) > 0 &&  // the greeting
-        write(fd, cmd.data(), cmd.size()) == ssize_t(cmd.size())) {
-        const ssize_t n = read(fd, buf, sizeof buf);
-        if (n > 0) out = json::parse(std::string(buf, size_t(n)), nullptr, false);
-    }
-    close(fd);
-    return out;
+    const std::string r = telemetry_query(prefix, cmd);
+    return r.empty() ? json() : json::parse(r, nullptr, false);
 }
 
 TEST(FaultSuite, LossSetAtRunTimeOverTelemetry) {

@@ -3,10 +3,13 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -94,6 +97,29 @@ std::vector<std::string> dpdk_cmd(const std::string &bin, const std::string &pre
                                   const std::string &lcores) {
     return {bin,        "--no-huge",     "-m",   "512",      "--no-shconf",
             "--no-pci", "--file-prefix", prefix, "--lcores", lcores};
+}
+
+std::string telemetry_query(const std::string &prefix, const std::string &cmd) {
+    const char *xdg = std::getenv("XDG_RUNTIME_DIR");
+    const std::string base = getuid() == 0 ? "/var/run/dpdk/"
+                             : xdg         ? std::string(xdg) + "/dpdk/"
+                                           : "/tmp/dpdk/";
+    const std::string path = base + prefix + "/dpdk_telemetry.v2";
+    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0) return {};
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+    std::string out;
+    char buf[16384];
+    if (connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0 &&
+        read(fd, buf, sizeof buf) > 0 &&  // the greeting
+        write(fd, cmd.data(), cmd.size()) == ssize_t(cmd.size())) {
+        const ssize_t n = read(fd, buf, sizeof buf);
+        if (n > 0) out.assign(buf, size_t(n));
+    }
+    close(fd);
+    return out;
 }
 
 std::string make_temp_dir(const std::string &tag) {

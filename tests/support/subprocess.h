@@ -54,6 +54,9 @@ std::string read_file(const std::string &path);
 // lcores; devices and the program's own arguments follow.
 std::vector<std::string> dpdk_cmd(const std::string &bin, const std::string &prefix,
                                   const std::string &lcores);
+// One command to a DPDK process's telemetry socket (by its file prefix);
+// the reply's text, empty when there was none.
+std::string telemetry_query(const std::string &prefix, const std::string &cmd);
 // A fresh directory under /tmp for one test's sockets and logs.
 std::string make_temp_dir(const std::string &tag);
 
