@@ -11,6 +11,17 @@ MrTable::MrTable(uint32_t capacity) : entries_(capacity) {
         free_.push_back(i);
 }
 
+void MrTable::fill(Entry &e, void *base, uint64_t length, uint32_t access, uint32_t pd,
+                   uint64_t remote_base) {
+    e.live = true;
+    e.region.base = static_cast<uint8_t *>(base);
+    e.region.length = length;
+    e.region.remote_base = remote_base ? remote_base : reinterpret_cast<uint64_t>(base);
+    e.region.access = access;
+    e.region.pd = pd;
+    ++live_;
+}
+
 Result<uint32_t> MrTable::register_region(void *base, uint64_t length, uint32_t access, uint32_t pd,
                                           uint64_t remote_base) {
     if (base == nullptr || length == 0) return Error{"memory region: null base or zero length"};
@@ -22,13 +33,7 @@ Result<uint32_t> MrTable::register_region(void *base, uint64_t length, uint32_t 
     Entry &e = entries_[slot];
     e.generation = static_cast<uint8_t>(e.generation + 1);
     if (e.generation == 0) e.generation = 1;  // key 0 is never valid
-    e.live = true;
-    e.region.base = static_cast<uint8_t *>(base);
-    e.region.length = length;
-    e.region.remote_base = remote_base ? remote_base : reinterpret_cast<uint64_t>(base);
-    e.region.access = access;
-    e.region.pd = pd;
-    ++live_;
+    fill(e, base, length, access, pd, remote_base);
     return (slot << 8) | e.generation;
 }
 
@@ -43,13 +48,7 @@ Result<void> MrTable::register_with_key(uint32_t rkey, void *base, uint64_t leng
     const auto it = std::find(free_.begin(), free_.end(), slot);
     if (it != free_.end()) free_.erase(it);
     e.generation = static_cast<uint8_t>(rkey & 0xff);
-    e.live = true;
-    e.region.base = static_cast<uint8_t *>(base);
-    e.region.length = length;
-    e.region.remote_base = remote_base ? remote_base : reinterpret_cast<uint64_t>(base);
-    e.region.access = access;
-    e.region.pd = pd;
-    ++live_;
+    fill(e, base, length, access, pd, remote_base);
     return {};
 }
 

@@ -64,6 +64,9 @@ class MrTable {
         uint8_t generation = 0;
         bool live = false;
     };
+    void fill(Entry &e, void *base, uint64_t length, uint32_t access, uint32_t pd,
+              uint64_t remote_base);
+
     std::vector<Entry> entries_;
     std::vector<uint32_t> free_;
     uint32_t live_ = 0;
