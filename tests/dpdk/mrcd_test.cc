@@ -16,6 +16,7 @@
 //   - a plane that fails in the fabric mid-transfer.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -449,7 +450,10 @@ struct Raw {
         std::strcpy(h.name, "hostile");
         return req(ipc::Op::kHello, h);
     }
+    // The daemon closes the connection (soon after its reply).
     bool closed() {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 5000) != 1) return false;
         char c;
         return ::recv(fd, &c, 1, MSG_DONTWAIT) == 0;
     }
