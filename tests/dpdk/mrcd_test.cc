@@ -139,6 +139,8 @@ void finish(Daemons &d) {
         }
     if (d.fabric) d.fabric->stop(5000ms);
     sh("rm -rf " + d.dir);
+    // A daemon a test killed (SIGKILL) leaves its EAL runtime directory.
+    sh("rm -rf /var/run/dpdk/" + d.tag + "-*");
 }
 
 struct Done {
