@@ -1424,6 +1424,30 @@ void Daemon::disconnect_stray(const wire::CmFields &accept, uint32_t ip, const w
     ++ctr_.disconnects_sent;
 }
 
+// Records the peer's addresses from its CONNECT or ACCEPT in `r` and
+// makes the command that brings the QP up towards it (PSNs left to fill).
+void Daemon::connect_command(Command &cmd, QpRec &r, const wire::CmFields &f, uint32_t pd) {
+    r.peer_qpn = f.src_qpn;
+    r.peer_planes = std::min<uint8_t>(f.planes, dp_->planes());
+    for (uint8_t p = 0; p < f.planes; ++p) {
+        r.peer_ip[p] = f.ip[p];
+        r.peer_mac[p] = f.mac[p];
+    }
+    cmd.kind = Command::kConnectQp;
+    cmd.key = r.wire;
+    cmd.pd = pd;
+    cmd.peer.dst_qpn = f.src_qpn;
+    cmd.peer.planes = r.peer_planes;
+    for (uint8_t p = 0; p < r.peer_planes; ++p) {
+        wire::MrcAddr &a = cmd.peer.path[p];
+        a.src_mac = dp_->port(p).mac();
+        a.dst_mac = f.mac[p];
+        a.src_ip = cfg_.plane_ip[p];
+        a.dst_ip = f.ip[p];
+        a.dst_port = dp_->config().mrc_port;
+    }
+}
+
 void Daemon::poll_cm() {
     void *objs[32];
     const unsigned n = rte_ring_sc_dequeue_burst(cm_in_, objs, 32, nullptr);
@@ -1494,26 +1518,8 @@ void Daemon::on_cm(const uint8_t *frame, uint32_t len, uint8_t plane) {
             }
             QpRec &r = **q;
             r.service = f.service;
-            r.peer_qpn = f.src_qpn;
-            r.peer_planes = std::min<uint8_t>(f.planes, dp_->planes());
-            for (uint8_t p = 0; p < f.planes; ++p) {
-                r.peer_ip[p] = f.ip[p];
-                r.peer_mac[p] = f.mac[p];
-            }
             Command cmd;
-            cmd.kind = Command::kConnectQp;
-            cmd.key = r.wire;
-            cmd.pd = pd_of(c.id, f.service);
-            cmd.peer.dst_qpn = f.src_qpn;
-            cmd.peer.planes = r.peer_planes;
-            for (uint8_t p = 0; p < r.peer_planes; ++p) {
-                wire::MrcAddr &a = cmd.peer.path[p];
-                a.src_mac = dp_->port(p).mac();
-                a.dst_mac = f.mac[p];
-                a.src_ip = cfg_.plane_ip[p];
-                a.dst_ip = f.ip[p];
-                a.dst_port = dp_->config().mrc_port;
-            }
+            connect_command(cmd, r, f, pd_of(c.id, f.service));
             cmd.epsn = f.psn;
             cmd.spsn = uint32_t(rng_()) & wire::kQpnMask;
             run_on(r.worker, cmd);
@@ -1572,26 +1578,8 @@ void Daemon::on_cm(const uint8_t *frame, uint32_t len, uint8_t plane) {
                 ++ctr_.cm_bad;
                 return;
             }
-            r.peer_qpn = f.src_qpn;
-            r.peer_planes = std::min<uint8_t>(f.planes, dp_->planes());
-            for (uint8_t q = 0; q < f.planes; ++q) {
-                r.peer_ip[q] = f.ip[q];
-                r.peer_mac[q] = f.mac[q];
-            }
             Command cmd;
-            cmd.kind = Command::kConnectQp;
-            cmd.key = r.wire;
-            cmd.pd = pd_of(c.id, p.service);
-            cmd.peer.dst_qpn = f.src_qpn;
-            cmd.peer.planes = r.peer_planes;
-            for (uint8_t q = 0; q < r.peer_planes; ++q) {
-                wire::MrcAddr &a = cmd.peer.path[q];
-                a.src_mac = dp_->port(q).mac();
-                a.dst_mac = f.mac[q];
-                a.src_ip = cfg_.plane_ip[q];
-                a.dst_ip = f.ip[q];
-                a.dst_port = dp_->config().mrc_port;
-            }
+            connect_command(cmd, r, f, pd_of(c.id, p.service));
             cmd.epsn = f.psn;
             cmd.spsn = p.psn;
             const uint32_t service = p.service;

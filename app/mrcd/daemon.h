@@ -113,6 +113,7 @@ class Daemon {
     void send_cm(const wire::CmFields &f, uint8_t plane_mask, const uint32_t *dst_ip,
                  const wire::MacAddr *dst_mac);
     void send_connect(Pending &p);
+    void connect_command(Command &cmd, QpRec &r, const wire::CmFields &f, uint32_t pd);
     void disconnect_stray(const wire::CmFields &accept, uint32_t ip, const wire::MacAddr &mac);
     void complete_accept(Client &c, const Listener &l, QpRec &q);
     void timeouts();
