@@ -206,6 +206,13 @@ class Generator {
 
   private:
     void setup_dataplane();
+    std::vector<uint32_t> local_ips(uint8_t planes) const {
+        return per_plane<uint32_t>(
+            o_.local_ip.empty()
+                ? std::vector<std::string>{role_ == Role::kClient ? "10.10.0.1" : "10.10.0.2"}
+                : o_.local_ip,
+            planes, "--local-ip", parse_ipv4);
+    }
     void create_qps();
     void connect_qps(const Side &peer);
     std::string stats_line(double t);
@@ -260,6 +267,7 @@ void Generator::setup_dataplane() {
             "--vdev=net_memif0,role=server,socket=/tmp/m0.sock");
     dc.mtu_bytes = o_.mtu;
     dc.mrc_port = o_.mrc_port;
+    dc.plane_ipv4 = local_ips(static_cast<uint8_t>(dc.ports.size()));
     dc.udp_checksum = !o_.no_udp_cksum;
     dc.zero_copy_tx = o_.zero_copy;
     dc.idle = o_.idle == "sleep"   ? dp::IdleMode::kSleep
@@ -274,6 +282,9 @@ void Generator::setup_dataplane() {
     if (!d) die(d.error().message);
     dp_ = std::move(*d);
     planes_ = dp_->planes();
+    for (uint8_t p = 0; p < planes_; ++p)
+        if (const auto x = dp_->port(p).xdp_info())
+            std::printf("plane %u: %s\n", unsigned(p), drivers::describe(*x, o_.mrc_port).c_str());
     dp::telemetry_attach(dp_.get());
     if (rte_pdump_init() != 0)
         std::fprintf(stderr,
@@ -505,6 +516,11 @@ json Generator::summary(double elapsed_s) {
              {"device_rx_missed", pc.rx_missed},
              {"link", ((dp_->link_up_mask() >> p) & 1) ? "up" : "down"},
              {"cut", ((dp_->cut_mask() >> p) & 1) != 0}});
+        if (const auto x = dp_->port(p).xdp_info())
+            ports.back()["xdp"] = {{"iface", x->iface},         {"mode", x->mode},
+                                   {"prog_id", x->prog_id},     {"steered", x->steered},
+                                   {"no_socket", x->no_socket}, {"other_address", x->other_address},
+                                   {"to_kernel", x->to_kernel}};
     }
     j["ports"] = ports;
     json wc, ec, qc;
@@ -804,6 +820,17 @@ int Generator::finish() {
                     (unsigned long long)p["tx_packets"].get<uint64_t>(),
                     (unsigned long long)p["rx_packets"].get<uint64_t>(),
                     p["link"].get<std::string>().c_str(), p["cut"].get<bool>() ? " (cut)" : "");
+    for (const auto &p : j["ports"])
+        if (p.contains("xdp"))
+            std::printf(
+                "plane %u XDP on %s (%s): %llu steered to DPDK, %llu to the kernel, "
+                "%llu MRC with no socket, %llu MRC to another address\n",
+                p["plane"].get<unsigned>(), p["xdp"]["iface"].get<std::string>().c_str(),
+                p["xdp"]["mode"].get<std::string>().c_str(),
+                (unsigned long long)p["xdp"]["steered"].get<uint64_t>(),
+                (unsigned long long)p["xdp"]["to_kernel"].get<uint64_t>(),
+                (unsigned long long)p["xdp"]["no_socket"].get<uint64_t>(),
+                (unsigned long long)p["xdp"]["other_address"].get<uint64_t>());
     const auto &wc = j["worker_counters"];
     if (wc["rx_stray"].get<uint64_t>() || wc["rx_bad_cksum"].get<uint64_t>())
         std::printf("dropped: %llu stray frames, %llu bad checksums\n",
@@ -842,11 +869,7 @@ int Generator::run(int argc, char **argv) {
                                     : Mode::kWrite;
     slots_ = 2 * std::max<uint32_t>(o_.depth, 1);
     setup_dataplane();
-    local_ips_ = per_plane<uint32_t>(
-        o_.local_ip.empty()
-            ? std::vector<std::string>{role_ == Role::kClient ? "10.10.0.1" : "10.10.0.2"}
-            : o_.local_ip,
-        planes_, "--local-ip", parse_ipv4);
+    local_ips_ = local_ips(planes_);
     if (!o_.peer_ip.empty())
         peer_ips_override_ = per_plane<uint32_t>(o_.peer_ip, planes_, "--peer-ip", parse_ipv4);
     if (!o_.peer_mac.empty())

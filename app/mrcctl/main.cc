@@ -130,6 +130,15 @@ void print_ports(const json &j) {
             p["rx_packets"].get<uint64_t>(), p["tx_retx_pkts"].get<uint64_t>(),
             p["ack_timeouts"].get<uint64_t>(), p["evs_total"].get<uint64_t>(),
             p["evs_assumed_bad"].get<uint64_t>());
+    for (const auto &p : j["ports"])
+        if (p.contains("xdp"))
+            fmt::print(
+                "plane {}: AF_XDP on {}, XDP program id {} ({} mode): {} steered to DPDK, "
+                "{} to the kernel, {} MRC with no socket, {} MRC to another address\n",
+                p["plane"].get<int>(), p["xdp"]["iface"].get<std::string>(),
+                p["xdp"]["prog_id"].get<uint32_t>(), p["xdp"]["mode"].get<std::string>(),
+                p["xdp"]["steered"].get<uint64_t>(), p["xdp"]["to_kernel"].get<uint64_t>(),
+                p["xdp"]["no_socket"].get<uint64_t>(), p["xdp"]["other_address"].get<uint64_t>());
 }
 
 void print_qps(const json &j) {

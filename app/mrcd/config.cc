@@ -220,6 +220,7 @@ Result<DaemonConfig> load_config(const std::string &path, const std::string &tex
     }
     if (c.plane_ip.size() > kMaxPlanes)
         return Error{fmt::format("{}at most {} [[plane]] entries", prefix, kMaxPlanes)};
+    c.dp.plane_ipv4 = c.plane_ip;  // AF_XDP ports take MRC packets to these addresses only
     {
         Table t(root["qp"].as_table(), "[qp]");
         std::string cc = "nscc";

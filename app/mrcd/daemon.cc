@@ -1867,6 +1867,12 @@ std::string Daemon::admin(const std::string &text, const Client &c) {
                              {"evs_assumed_bad", s.gauges.assumed_bad[p]},
                              {"evs_denied", s.gauges.denied[p]},
                              {"device_rx_missed", pc.rx_missed}});
+            if (const auto x = dp_->port(p).xdp_info())
+                ports.back()["xdp"] = {
+                    {"iface", x->iface},         {"mode", x->mode},
+                    {"prog_id", x->prog_id},     {"steered", x->steered},
+                    {"no_socket", x->no_socket}, {"other_address", x->other_address},
+                    {"to_kernel", x->to_kernel}};
         }
         out["ports"] = ports;
         return out.dump(-1, ' ', false, json::error_handler_t::replace);

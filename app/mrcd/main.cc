@@ -65,6 +65,10 @@ int run(int argc, char **argv) {
     if (!dp) throw Fatal{dp.error().message};
     auto daemon = mrcd::Daemon::create(*cfg, dp->get());
     if (!daemon) throw Fatal{daemon.error().message};
+    for (uint8_t p = 0; p < (*dp)->planes(); ++p)
+        if (const auto x = (*dp)->port(p).xdp_info())
+            std::printf("mrcd: plane %u: %s\n", unsigned(p),
+                        drivers::describe(*x, cfg->dp.mrc_port).c_str());
     dp::telemetry_attach(dp->get());
     if (rte_pdump_init() != 0)
         std::fprintf(stderr, "mrcd: warning: pdump not available (dpdk-dumpcap will not work)\n");

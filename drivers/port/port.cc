@@ -15,6 +15,9 @@
 
 #include "common/sleep.h"
 #include "port/eal.h"
+#ifdef MRC_HAVE_XDP
+#include "xdp/steer.h"
+#endif
 
 namespace mrc::drivers {
 
@@ -170,10 +173,49 @@ Result<std::unique_ptr<Port>> Port::open(const PortOptions &opts, rte_mempool *p
     if (pool == nullptr) return Error{"port open: no mbuf pool"};
     if (opts.queues == 0) return Error{"port open: queues must be at least 1"};
     std::unique_ptr<Port> p(new Port());
-    auto found = find_or_probe(opts.device, &p->hotplugged_);
+    // AF_XDP: the steering program's checks and lock come before the PMD
+    // attaches anything (docs/ports.md, "AF_XDP").
+    std::string device = opts.device;
+    std::optional<xdp::AfXdpArgs> afx;
+#ifdef MRC_HAVE_XDP
+    {
+        auto prog = xdp::program_path();
+        afx = xdp::af_xdp_args(opts.device, opts.queues, prog ? *prog : std::string());
+        if (afx) {
+            if (afx->own_program && !prog) return prog.error();
+            if (afx->iface.empty())
+                return Error{fmt::format("AF_XDP port '{}': no interface (iface=)", opts.device)};
+            if (afx->own_program && opts.steer_udp_port == 0)
+                return Error{
+                    fmt::format("AF_XDP port '{}': no UDP port to steer to DPDK "
+                                "(PortOptions::steer_udp_port)",
+                                opts.device)};
+            uint16_t existing;
+            if (rte_eth_dev_get_port_by_name(device_name(afx->devargs).c_str(), &existing) == 0)
+                return Error{fmt::format(
+                    "AF_XDP port '{}' was created by EAL (--vdev), without MRC's steering "
+                    "program: give it as --port af_xdp:{} (or ports = [\"af_xdp:{}\"]) instead",
+                    device_name(afx->devargs), afx->iface, afx->iface)};
+            auto st = xdp::Steering::acquire({afx->iface, [](const std::string &l) {
+                                                  std::fprintf(stderr, "%s\n", l.c_str());
+                                              }});
+            if (!st) return st.error();
+            p->steering_ = std::move(*st);
+            device = afx->devargs;
+        }
+    }
+#else
+    if (opts.device.rfind("af_xdp:", 0) == 0 || opts.device.rfind("net_af_xdp", 0) == 0)
+        return Error{
+            fmt::format("port '{}': this build has no XDP support (libbpf-dev was "
+                        "missing when it was built): install it "
+                        "(scripts/install-deps.sh) and rebuild",
+                        opts.device)};
+#endif
+    auto found = find_or_probe(device, &p->hotplugged_);
     if (!found) return found.error();
     p->id_ = *found;
-    p->name_ = device_name(opts.device);
+    p->name_ = device_name(device);
     const uint16_t pid = p->id_;
     auto fail = [&](const std::string &what, int rc) -> Error {
         return Error{fmt::format("port '{}' ({}): {}: {}", p->name_, p->driver_, what,
@@ -245,6 +287,14 @@ Result<std::unique_ptr<Port>> Port::open(const PortOptions &opts, rte_mempool *p
         if (int rc = rte_eth_tx_queue_setup(pid, q, tx_desc, socket, &txc); rc != 0)
             return fail(fmt::format("TX queue {} setup ({} descriptors)", q, tx_desc), rc);
     }
+#ifdef MRC_HAVE_XDP
+    // net_af_xdp attached the program and filled its socket map during RX
+    // queue setup; until now it steered nothing.
+    if (p->steering_ && afx && afx->own_program) {
+        auto r = p->steering_->configure({opts.steer_udp_port, opts.steer_ipv4, {}});
+        if (!r) return r.error();
+    }
+#endif
     if (c.lsc_interrupt) {
         if (rte_eth_dev_callback_register(pid, RTE_ETH_EVENT_INTR_LSC, &Port::on_lsc_event,
                                           p.get()) == 0)
@@ -299,6 +349,31 @@ Port::~Port() {
     const bool have_info = rte_eth_dev_info_get(id_, &info) == 0;
     rte_eth_dev_close(id_);
     if (hotplugged_ && have_info && info.device) rte_dev_remove(info.device);
+}
+
+std::string describe(const XdpInfo &x, uint16_t udp_port) {
+    return fmt::format(
+        "AF_XDP on {}: XDP steering program id {} attached in {} mode: UDP port {} "
+        "to DPDK, everything else to the kernel",
+        x.iface, x.prog_id, x.mode, udp_port);
+}
+
+std::optional<XdpInfo> Port::xdp_info() const {
+#ifdef MRC_HAVE_XDP
+    if (!steering_) return std::nullopt;
+    XdpInfo x;
+    x.iface = steering_->iface();
+    x.mode = xdp::to_string(steering_->attached().mode);
+    x.prog_id = steering_->attached().id;
+    const xdp::SteerStats st = steering_->stats();
+    x.steered = st.redirected;
+    x.no_socket = st.no_socket;
+    x.other_address = st.addr_miss;
+    x.to_kernel = st.passed;
+    return x;
+#else
+    return std::nullopt;
+#endif
 }
 
 LinkState Port::link() const {

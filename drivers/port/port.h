@@ -16,11 +16,16 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
 #include "wire/net.h"
+
+namespace mrc::xdp {
+class Steering;
+}
 
 namespace mrc::drivers {
 
@@ -66,6 +71,12 @@ struct PortOptions {
     bool promiscuous = true;
     bool tx_fast_free = false;  // only when every mbuf is direct, refcnt 1, one pool
     bool use_cksum_offload = true;
+    // AF_XDP ports ("af_xdp:IFACE", or net_af_xdp devargs): the XDP steering
+    // program sends UDP packets for this destination port (and, when given,
+    // these local IPv4 addresses, host order) to the port; everything else
+    // goes to the kernel. docs/ports.md, "AF_XDP".
+    uint16_t steer_udp_port = 0;
+    std::vector<uint32_t> steer_ipv4;
 };
 
 struct PortCaps {
@@ -86,6 +97,20 @@ struct LinkState {
     bool autoneg = false;
 };
 std::string to_string(const LinkState &l);
+
+struct XdpInfo {
+    std::string iface;
+    std::string mode;  // "native" or "generic" (the kernel's choice)
+    uint32_t prog_id = 0;
+    uint64_t steered = 0;        // MRC packets handed to the port's sockets
+    uint64_t no_socket = 0;      // MRC packets on a queue without a socket: to the kernel
+    uint64_t other_address = 0;  // MRC port but another destination: to the kernel
+    uint64_t to_kernel = 0;      // everything else
+};
+
+// "AF_XDP on IFACE: XDP steering program id N attached in native mode: UDP
+// port P to DPDK, everything else to the kernel".
+std::string describe(const XdpInfo &x, uint16_t udp_port);
 
 struct PortCounters {
     uint64_t rx_packets = 0;
@@ -117,6 +142,9 @@ class Port {
     const char *driver() const { return driver_.c_str(); }
     // Whether the device computes the UDP checksum of what it sends.
     bool tx_udp_offload() const { return tx_udp_offload_; }
+    // AF_XDP ports: the steering program's interface, mode and counters;
+    // nullopt for other devices.
+    std::optional<XdpInfo> xdp_info() const;
 
     // Current link state, without waiting.
     LinkState link() const;
@@ -197,6 +225,7 @@ class Port {
     std::string memif_ready_file_;  // "<socket>.ready", published by a memif server
     std::string memif_socket_file_;
     std::atomic<uint64_t> link_events_{0};
+    std::unique_ptr<xdp::Steering> steering_;  // released after the device closes
 };
 
 struct PortListing {

@@ -75,6 +75,8 @@ Result<std::unique_ptr<Dataplane>> Dataplane::create(const DataplaneConfig &cfg)
         po.rx_desc = cfg.rx_desc;
         po.tx_desc = cfg.tx_desc;
         po.mtu_bytes = cfg.mtu_bytes;
+        po.steer_udp_port = cfg.mrc_port;
+        if (i < cfg.plane_ipv4.size()) po.steer_ipv4 = {cfg.plane_ipv4[i]};
         auto port = drivers::Port::open(po, dp->pool_);
         if (!port) return Error{fmt::format("plane {}: {}", i, port.error().message)};
         if (cfg.zero_copy_tx && !(*port)->caps().tx_multi_segs)

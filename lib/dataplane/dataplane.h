@@ -57,6 +57,10 @@ struct DataplaneConfig {
     uint32_t max_qps_per_worker = 1024;
     uint32_t max_mrs = 1024;
     uint16_t mrc_port = wire::kDefaultMrcPort;
+    // This host's IPv4 address on each plane (host order), for ports that
+    // share their interface with the kernel (AF_XDP): only MRC packets to
+    // that address are taken from the kernel. Empty: any address.
+    std::vector<uint32_t> plane_ipv4;
     // UDP checksums: computed on transmit (offloaded where the port can)
     // and checked on receive. Off: sent as 0 ("none", legal for IPv4 UDP)
     // and not checked; the IPv4 header checksum is always checked.

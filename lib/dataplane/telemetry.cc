@@ -62,6 +62,13 @@ int cmd_planes(const char *, const char *, rte_tel_data *d) {
         rte_tel_data_add_dict_string(pd, "driver", dp->port(p).driver());
         rte_tel_data_add_dict_string(pd, "link", (dp->link_up_mask() >> p) & 1 ? "up" : "down");
         rte_tel_data_add_dict_int(pd, "cut", (dp->cut_mask() >> p) & 1);
+        if (const auto x = dp->port(p).xdp_info()) {
+            rte_tel_data_add_dict_string(pd, "xdp_mode", x->mode.c_str());
+            rte_tel_data_add_dict_u64(pd, "xdp_steered", x->steered);
+            rte_tel_data_add_dict_u64(pd, "xdp_to_kernel", x->to_kernel);
+            rte_tel_data_add_dict_u64(pd, "xdp_no_socket", x->no_socket);
+            rte_tel_data_add_dict_u64(pd, "xdp_other_address", x->other_address);
+        }
         if (have_cs) {
             const PlaneScore &s = cs.score[p];
             rte_tel_data_add_dict_string(pd, "state", to_string(s.state));
