@@ -182,6 +182,23 @@ Result<std::unique_ptr<Port>> Port::open(const PortOptions &opts, rte_mempool *p
         auto prog = xdp::program_path();
         afx = xdp::af_xdp_args(opts.device, opts.queues, prog ? *prog : std::string());
         if (afx) {
+            uint16_t existing;
+            if (rte_eth_dev_get_port_by_name(device_name(afx->devargs).c_str(), &existing) == 0) {
+                // EAL made it from --vdev: no steering program was asked for,
+                // and libxdp's default one would take every packet.
+                rte_eth_dev_info info{};
+                std::string iface = "IFACE";
+                if (rte_eth_dev_info_get(existing, &info) == 0 && info.device)
+                    if (const rte_devargs *da = rte_dev_devargs(info.device); da && da->args)
+                        if (auto a =
+                                xdp::af_xdp_args(device_name(afx->devargs) + "," + da->args, 1, "");
+                            a && !a->iface.empty())
+                            iface = a->iface;
+                return Error{fmt::format(
+                    "AF_XDP port '{}' was created by EAL (--vdev), without MRC's steering "
+                    "program: give it as --port af_xdp:{} (or ports = [\"af_xdp:{}\"]) instead",
+                    device_name(afx->devargs), iface, iface)};
+            }
             if (afx->own_program && !prog) return prog.error();
             if (afx->iface.empty())
                 return Error{fmt::format("AF_XDP port '{}': no interface (iface=)", opts.device)};
@@ -190,12 +207,6 @@ Result<std::unique_ptr<Port>> Port::open(const PortOptions &opts, rte_mempool *p
                     fmt::format("AF_XDP port '{}': no UDP port to steer to DPDK "
                                 "(PortOptions::steer_udp_port)",
                                 opts.device)};
-            uint16_t existing;
-            if (rte_eth_dev_get_port_by_name(device_name(afx->devargs).c_str(), &existing) == 0)
-                return Error{fmt::format(
-                    "AF_XDP port '{}' was created by EAL (--vdev), without MRC's steering "
-                    "program: give it as --port af_xdp:{} (or ports = [\"af_xdp:{}\"]) instead",
-                    device_name(afx->devargs), afx->iface, afx->iface)};
             auto st = xdp::Steering::acquire({afx->iface, [](const std::string &l) {
                                                   std::fprintf(stderr, "%s\n", l.c_str());
                                               }});

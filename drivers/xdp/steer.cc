@@ -448,15 +448,29 @@ Result<std::unique_ptr<Steering>> Steering::acquire(const Options &opts) {
     ::mkdir("/run/mrc", 0755);
     ::mkdir(kLockDir, 0755);
     s->lock_path_ = lock_path(iface);
-    s->lock_fd_ = ::open(s->lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (s->lock_fd_ < 0)
-        return Error{
-            explain(fmt::format("creating the lock file {}", s->lock_path_), iface, errno)};
-    if (::flock(s->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-        const int pid = read_pid(s->lock_fd_);
+    // The lock file is removed by its holder on release; a file unlinked
+    // between our open and our flock is not the lock any more: try again.
+    for (int attempt = 0;; ++attempt) {
+        s->lock_fd_ = ::open(s->lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (s->lock_fd_ < 0)
+            return Error{
+                explain(fmt::format("creating the lock file {}", s->lock_path_), iface, errno)};
+        if (::flock(s->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+            const int pid = read_pid(s->lock_fd_);
+            ::close(s->lock_fd_);
+            s->lock_fd_ = -1;
+            return Error{in_use(iface, pid)};
+        }
+        struct stat held {
+        }, named{};
+        if (::fstat(s->lock_fd_, &held) == 0 && ::stat(s->lock_path_.c_str(), &named) == 0 &&
+            held.st_ino == named.st_ino && held.st_dev == named.st_dev)
+            break;
         ::close(s->lock_fd_);
         s->lock_fd_ = -1;
-        return Error{in_use(iface, pid)};
+        if (attempt == 10)
+            return Error{
+                fmt::format("AF_XDP on '{}': cannot take the lock {}", iface, s->lock_path_)};
     }
     const std::string pid = std::to_string(::getpid()) + "\n";
     if (::ftruncate(s->lock_fd_, 0) != 0 ||
@@ -537,9 +551,8 @@ Steering::~Steering() {
     // to remove: we hold the interface's lock.
     if (lock_fd_ >= 0) {
         if (auto now = query(iface_); now && now->ours()) detach(*now);
-        if (::ftruncate(lock_fd_, 0) != 0) {
-        }
-        ::close(lock_fd_);  // releases the lock
+        ::unlink(lock_path_.c_str());  // while still holding it (see acquire())
+        ::close(lock_fd_);             // releases the lock
     }
 }
 
