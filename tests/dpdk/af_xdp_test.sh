@@ -15,14 +15,17 @@
 #      same interface is refused while the first runs;
 #   4. bad input: an interface that does not exist; another XDP program on
 #      the interface (refused, left in place, nothing of ours left on the
-#      plane opened before); no permission; a net_af_xdp port from --vdev.
+#      plane opened before); no permission; a net_af_xdp port from --vdev;
+#   5. mrcd with af_xdp ports in its config: a bulk_copy between two
+#      daemons, verified; mrcctl shows the steering; SIGTERM detaches.
 # Needs root; exits 77 (skipped) without it or without the BPF object.
 #
-#   af_xdp_test.sh MRC_GEN MRC_XDP OTHER_PROG_OBJ
+#   af_xdp_test.sh APP_DIR OTHER_PROG_OBJ   (APP_DIR: the build's app/)
 set -euo pipefail
-gen=$(realpath "$1")
-xdptool=$(realpath "$2")
-other_obj=$(realpath "$3")
+apps=$(realpath "$1")
+gen=$apps/mrc-gen
+xdptool=$apps/mrc-xdp
+other_obj=$(realpath "$2")
 src=$(cd "$(dirname "$0")/../.." && pwd)
 if [ "$(id -u)" -ne 0 ]; then
   echo "skipped: needs root (namespaces, XDP)"
@@ -223,4 +226,58 @@ grep -q "give it as --port af_xdp:$B0" "$work/bad3.log" || fail "bad3: $(tail -2
 [ -z "$(attached inb "$B0")" ] || fail "a program was left on $B0 by the --vdev attempt"
 ping_ok 0
 ping_ok 1
+
+echo "== 5. mrcd with af_xdp ports"
+for side in a b; do
+  host=1; [ "$side" = b ] && host=2
+  cat >"$work/mrcd-$side.toml" <<TOML
+[daemon]
+socket = "$work/$side.sock"
+drain_ms = 1000
+[dataplane]
+ports = ["af_xdp:${P}${side}0", "af_xdp:${P}${side}1"]
+idle = "sleep"
+link_wait_ms = 30000
+[[plane]]
+ip = "10.77.0.$host"
+[[plane]]
+ip = "10.77.1.$host"
+TOML
+  "$apps/mrcd" --check-config "$work/mrcd-$side.toml" >/dev/null || fail "mrcd config $side refused"
+  lc=0@1,1@0; [ "$side" = b ] && lc=0@0,1@1
+  ip netns exec "$P-$side" "$apps/mrcd" "${eal[@]}" --lcores "$lc" --file-prefix "$P-d$side" -- \
+    --config "$work/mrcd-$side.toml" >"$work/mrcd-$side.log" 2>&1 &
+  pids+=($!)
+  eval "mrcd_$side=\$!"
+done
+for side in a b; do
+  for _ in $(seq 300); do grep -q "mrcd: ready" "$work/mrcd-$side.log" && break; sleep 0.1; done
+  grep -q "mrcd: ready" "$work/mrcd-$side.log" || fail "mrcd $side not ready"
+  grep -q "AF_XDP on ${P}${side}1: XDP steering program id" "$work/mrcd-$side.log" ||
+    fail "mrcd $side does not report its steering"
+done
+"$apps/bulk_copy" --socket "$work/b.sock" --service 7100 --bytes $((64 << 20)) \
+  --keys "$work/copy.keys" >"$work/copy-rx.log" 2>&1 &
+rx=$!
+"$apps/bulk_copy" --socket "$work/a.sock" --service 7100 --bytes $((64 << 20)) \
+  --keys "$work/copy.keys" --peer 10.77.0.2 >"$work/copy-tx.log" 2>&1 &
+tx=$!
+wait_pid "$tx" 120 || fail "bulk_copy sender failed"
+wait_pid "$rx" 30 || fail "bulk_copy receiver failed"
+grep -q "67108864 bytes, 0 wrong" "$work/copy-rx.log" || fail "copy: $(tail -2 "$work/copy-rx.log")"
+"$apps/mrcctl" --socket "$work/a.sock" ports >"$work/ports.txt" || fail "mrcctl ports"
+grep -q "plane 1: AF_XDP on ${P}a1, XDP program id" "$work/ports.txt" ||
+  fail "mrcctl shows no steering: $(cat "$work/ports.txt")"
+"$apps/mrcctl" --socket "$work/a.sock" --json ports |
+  python3 -c "import json,sys; p=json.load(sys.stdin)['ports']; assert all(x['xdp']['steered']>0 for x in p), p" ||
+  fail "mrcctl --json: nothing steered"
+for side in a b; do
+  eval "pid=\$mrcd_$side"
+  kill -TERM "$pid"
+  wait_pid "$pid" 30 || fail "mrcd $side exit status"
+  for i in 0 1; do
+    [ -z "$(attached "in$side" "${P}$side$i")" ] || fail "mrcd $side left a program on ${P}$side$i"
+  done
+done
+ping_ok 0
 echo "af_xdp: all checks passed"
