@@ -32,6 +32,8 @@ if [ "${MRC_SANITIZE:-1}" = 1 ]; then
   echo "== pass 2: clang, address + undefined sanitizers"
   export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:abort_on_error=1:detect_leaks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:print_stacktrace=1}
+  # Leaks inside DPDK's net_af_xdp (libbpf / libxdp objects it never frees).
+  export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}
   CC=clang CXX=clang++ run_pass build-san --buildtype=debugoptimized \
     -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false
 fi

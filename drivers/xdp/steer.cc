@@ -115,7 +115,9 @@ uint32_t mode_flags(AttachMode m) {
 int detach(const AttachedProg &p) {
     Fd fd(bpf_prog_get_fd_by_id(p.id));
     if (fd.fd < 0) return -errno;
-    LIBBPF_OPTS(bpf_xdp_attach_opts, o, .old_prog_fd = fd.fd);
+    bpf_xdp_attach_opts o{};  // not LIBBPF_OPTS: a GNU extension in C++
+    o.sz = sizeof(o);
+    o.old_prog_fd = fd.fd;
     return bpf_xdp_detach(static_cast<int>(p.ifindex), mode_flags(p.mode), &o);
 }
 
@@ -308,7 +310,8 @@ Result<AttachedProg> query(const std::string &iface) {
         return Error{fmt::format("AF_XDP: '{}' is not an interface name", iface)};
     p.ifindex = ::if_nametoindex(iface.c_str());
     if (p.ifindex == 0) return Error{explain("looking up the interface", iface, ENODEV)};
-    LIBBPF_OPTS(bpf_xdp_query_opts, q);
+    bpf_xdp_query_opts q{};
+    q.sz = sizeof(q);
     if (int rc = bpf_xdp_query(static_cast<int>(p.ifindex), 0, &q); rc != 0)
         return Error{explain("querying its XDP program", iface, rc)};
     switch (q.attach_mode) {

@@ -188,8 +188,11 @@ class SteerProgram : public ::testing::Test {
     int run(const Frame &f, size_t len = SIZE_MAX) {
         const auto before = counters();
         std::vector<uint8_t> data(f.b.begin(), f.b.begin() + std::min(len, f.b.size()));
-        LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = data.data(),
-                    .data_size_in = uint32_t(data.size()), .repeat = 1);
+        bpf_test_run_opts o{};
+        o.sz = sizeof(o);
+        o.data_in = data.data();
+        o.data_size_in = uint32_t(data.size());
+        o.repeat = 1;
         EXPECT_EQ(bpf_prog_test_run_opts(prog_, &o), 0) << std::strerror(errno);
         EXPECT_EQ(o.retval, uint32_t(XDP_PASS)) << "a verdict other than PASS with no socket";
         const auto after = counters();
