@@ -102,47 +102,59 @@ run_iperf() {  # tag cond wrapper...
   "$net" heal "$P" 1
 }
 
-for cond in clean loss cut; do
+for cond in ${MRC_CONDITIONS:-clean loss cut}; do
   for r in $(seq "$reps"); do
     echo "== $cond, round $r"
     run_mrc "mrc-$cond-$r" "$cond"
     run_iperf "tcp-$cond-$r" "$cond"
     ip netns exec "$P-a" nstat -n >/dev/null
     run_iperf "mptcp-$cond-$r" "$cond" mptcpize run
-    ip netns exec "$P-a" nstat -az MPTcpExtMPJoinSynAckRx | awk '/MPTcpExt/ {print $2}' \
+    ip netns exec "$P-a" nstat -z MPTcpExtMPJoinSynAckRx | awk '/MPTcpExt/ {print $2}' \
       >"$work/mptcp-$cond-$r.joins"
   done
 done
 
 python3 - "$work" "$secs" "$reps" "$out" "$idle" <<'PY'
-import json, re, statistics, sys
+import json, os, re, statistics, sys
 work, secs, reps, out, idle = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 UNIT = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}
+
+# "After the cut": the seconds from one second after the cut (secs / 2) to
+# the end, so the second in which it happens is left out.
+late = int(secs) // 2 + 1
 
 def mrc(tag):
     try:
         c = json.load(open(f"{work}/{tag}-c.json"))
     except (OSError, ValueError):
-        return 0.0, {}
-    return c["goodput_gbps"], {"retx": c["retransmissions"], "qp_errors": c["qp_errors"],
-                               "bytes": c["bytes"]}
+        return 0.0, 0.0, {}
+    # The client's live lines: "[   5.0s] goodput    2.35 Gb/s ..."
+    after = [float(g) for t, g in re.findall(r"^\[ *([\d.]+)s\] goodput +([\d.]+) Gb/s",
+                                             open(f"{work}/{tag}-c.log").read(), re.M)
+             if late < float(t) <= secs + 0.01]
+    return (c["goodput_gbps"], sum(after) / len(after) if after else 0.0,
+            {"retx": c["retransmissions"], "qp_errors": c["qp_errors"], "bytes": c["bytes"]})
 
 def iperf(tag):
     # The receiver's per-second lines: "[  5]   3.00-4.00   sec   280 MBytes  2.35 Gbits/sec"
-    bits = 0.0
-    for m in re.finditer(r"^\[ *\d+\] +([\d.]+)-([\d.]+) +sec +[\d.]+ \w+ +([\d.]+) (\w?)bits/sec$",
+    bits = late_bits = 0.0
+    for m in re.finditer(r"^\[ *\d+\] +([\d.]+)-([\d.]+) +sec +[\d.]+ \w+ +([\d.]+) (\w?)bits/sec *$",
                          open(f"{work}/{tag}-s.log").read(), re.M):
         t0, t1 = float(m.group(1)), float(m.group(2))
-        if t1 <= secs + 0.01 and t1 > t0:
-            bits += float(m.group(3)) * UNIT[m.group(4)] * (t1 - t0)
-    return bits / secs / 1e9
+        if t1 <= secs + 0.01 and 0 < t1 - t0 <= 1.1:  # per-second lines, not the summary
+            b = float(m.group(3)) * UNIT[m.group(4)] * (t1 - t0)
+            bits += b
+            if t0 >= late - 0.01:
+                late_bits += b
+    return bits / secs / 1e9, late_bits / (secs - late) / 1e9
 
 res = {"seconds": secs, "rounds": reps, "mrc_idle": idle, "conditions": {}}
 print(f"{'condition':<8} {'MRC Gb/s':>9} {'TCP Gb/s':>9} {'MPTCP Gb/s':>10} {'MRC/TCP':>8} {'MRC/MPTCP':>10}")
-for cond in ("clean", "loss", "cut"):
+for cond in [c for c in ("clean", "loss", "cut") if os.path.exists(f"{work}/mrc-{c}-1-c.log")]:
     m = [mrc(f"mrc-{cond}-{r}") for r in range(1, reps + 1)]
-    t = [iperf(f"tcp-{cond}-{r}") for r in range(1, reps + 1)]
-    mp = [iperf(f"mptcp-{cond}-{r}") for r in range(1, reps + 1)]
+    ti = [iperf(f"tcp-{cond}-{r}") for r in range(1, reps + 1)]
+    mpi = [iperf(f"mptcp-{cond}-{r}") for r in range(1, reps + 1)]
+    t, mp = [x[0] for x in ti], [x[0] for x in mpi]
     joins = []
     for r in range(1, reps + 1):
         try:
@@ -152,8 +164,13 @@ for cond in ("clean", "loss", "cut"):
     mg = [x[0] for x in m]
     med = lambda v: statistics.median(v) if v else 0.0
     e = {"mrc_gbps": mg, "tcp_gbps": t, "mptcp_gbps": mp, "mptcp_joins": joins,
-         "mrc_detail": [x[1] for x in m],
+         "mrc_detail": [x[2] for x in m],
          "median": {"mrc": med(mg), "tcp": med(t), "mptcp": med(mp)}}
+    if cond == "cut":
+        e["after_cut_gbps"] = {"from_second": late, "mrc": [x[1] for x in m],
+                               "tcp": [x[1] for x in ti], "mptcp": [x[1] for x in mpi]}
+        e["after_cut_median"] = {k: med(v) for k, v in e["after_cut_gbps"].items()
+                                 if k != "from_second"}
     e["ratio_mrc_tcp"] = med(mg) / med(t) if med(t) > 0 else None
     e["ratio_mrc_mptcp"] = med(mg) / med(mp) if med(mp) > 0 else None
     res["conditions"][cond] = e
@@ -163,6 +180,10 @@ for cond in ("clean", "loss", "cut"):
     print(f"         rounds: MRC {' / '.join(f'{x:.2f}' for x in mg)}, TCP "
           f"{' / '.join(f'{x:.2f}' for x in t)}, MPTCP {' / '.join(f'{x:.2f}' for x in mp)} "
           f"(MPTCP joins {joins})")
+    if cond == "cut":
+        a = e["after_cut_median"]
+        print(f"         after the cut (seconds {late}-{int(secs)}): MRC {a['mrc']:.2f}, TCP "
+              f"{a['tcp']:.2f}, MPTCP {a['mptcp']:.2f} Gb/s")
 json.dump(res, open(out, "w"), indent=1)
 print(f"wrote {out}")
 PY

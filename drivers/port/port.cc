@@ -23,10 +23,16 @@ namespace mrc::drivers {
 
 // ---- mbuf pools ----------------------------------------------------------------
 
+namespace {
+constexpr uint32_t kAfXdpHeadroom = 256;
+}
+
 uint16_t mbuf_data_room_for_mtu(uint16_t mtu_bytes) {
     const uint32_t frame =
         uint32_t{mtu_bytes} + RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN + RTE_ETHER_CRC_LEN;
-    uint32_t room = RTE_PKTMBUF_HEADROOM + frame;
+    // net_af_xdp receives into the mbuf's data room behind the kernel's own
+    // XDP headroom (XDP_PACKET_HEADROOM, 256 bytes): room for it too.
+    uint32_t room = RTE_PKTMBUF_HEADROOM + kAfXdpHeadroom + frame;
     room = (room + 63u) & ~63u;  // whole cache lines
     // Some PMDs (net_af_packet's 2 KiB frames) want at least the default size.
     if (room < RTE_MBUF_DEFAULT_BUF_SIZE) room = RTE_MBUF_DEFAULT_BUF_SIZE;
@@ -245,7 +251,9 @@ Result<std::unique_ptr<Port>> Port::open(const PortOptions &opts, rte_mempool *p
         return Error{fmt::format("port '{}' ({}): MTU {} outside the device's range [{}, {}]",
                                  p->name_, p->driver_, opts.mtu_bytes, info.min_mtu, info.max_mtu)};
     const uint32_t frame_bytes = uint32_t{opts.mtu_bytes} + RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN;
-    const uint32_t room = rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM;
+    uint32_t room = rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM;
+    if (afx)
+        room = room > kAfXdpHeadroom ? room - kAfXdpHeadroom : 0;  // see mbuf_data_room_for_mtu
     if (frame_bytes > room)
         return Error{fmt::format("port '{}': MTU {} needs {} bytes of mbuf data room, pool has {}",
                                  p->name_, opts.mtu_bytes, frame_bytes, room)};
