@@ -23,6 +23,9 @@
 #
 # Prints a table and writes JSON (default bench/results/af_xdp.json).
 # Root only; creates and removes its own namespaces (prefix mxb).
+# Environment: MRC_MTU (default 1500) sets every veth's MTU and mrc-gen's;
+# MRC_IDLE (default sleep) mrc-gen's idle mode; MRC_CONDITIONS a subset of
+# "clean loss cut".
 #
 #   bench/af_xdp_vs_tcp.sh [seconds per run (default 8)] [json path] [repeats (default 3)]
 set -euo pipefail
@@ -31,6 +34,7 @@ secs=${1:-8}
 out=${2:-bench/results/af_xdp.json}
 reps=${3:-3}
 idle=${MRC_IDLE:-sleep}
+mtu=${MRC_MTU:-1500}
 b=build/app
 [ "$(id -u)" -eq 0 ] || { echo "root only (namespaces, XDP)" >&2; exit 2; }
 for x in mrc-gen mrc-xdp; do
@@ -57,6 +61,12 @@ A=(ip netns exec "$P-a")
 B=(ip netns exec "$P-b")
 for ns in a b; do ip netns exec "$P-$ns" ip mptcp limits set subflows 2 add_addr_accepted 2; done
 ip netns exec "$P-b" ip mptcp endpoint add 10.78.0.2 dev "${P}b0" signal
+for side in a b; do
+  for p in 0 1; do
+    ip -n "$P-$side" link set "${P}$side$p" mtu "$mtu"
+    ip -n "$P-r" link set "${P}r$side$p" mtu "$mtu"
+  done
+done
 eal=(--no-huge -m 1024 --no-pci --log-level=lib.eal:error)
 
 condition() {  # clean | loss | cut, then the run; cut: after secs/2
@@ -71,7 +81,7 @@ run_mrc() {  # tag cond
   local tag=$1
   "${B[@]}" "$b/mrc-gen" "${eal[@]}" --file-prefix "mrc-bxdp-$tag-s" --lcores 0@1,1@0 -- \
     --role server --port "af_xdp:${P}b0" --port "af_xdp:${P}b1" --local-ip 10.78.0.2,10.78.1.2 \
-    --oob 10.78.0.2:18515 --stats-period 0 --idle "$idle" --json "$work/$tag-s.json" \
+    --oob 10.78.0.2:18515 --stats-period 0 --idle "$idle" --mtu "$mtu" --json "$work/$tag-s.json" \
     >"$work/$tag-s.log" 2>&1 &
   local sp=$!
   pids+=("$sp")
@@ -80,7 +90,7 @@ run_mrc() {  # tag cond
   "${A[@]}" timeout $((secs + 60)) "$b/mrc-gen" "${eal[@]}" --file-prefix "mrc-bxdp-$tag-c" \
     --lcores 0@0,1@1 -- --role client --port "af_xdp:${P}a0" --port "af_xdp:${P}a1" \
     --local-ip 10.78.0.1,10.78.1.1 --oob 10.78.0.2:18515 --stats-period 1 --idle "$idle" \
-    --qps 4 --msg-bytes 65536 --duration "$secs" --json "$work/$tag-c.json" \
+    --qps 4 --msg-bytes 65536 --duration "$secs" --mtu "$mtu" --json "$work/$tag-c.json" \
     >"$work/$tag-c.log" 2>&1 || { echo "mrc-gen client failed ($tag):" >&2; tail -5 "$work/$tag-c.log" >&2; }
   stop_pid "$sp" TERM 10
   wait "$sp" 2>/dev/null || true
@@ -114,9 +124,10 @@ for cond in ${MRC_CONDITIONS:-clean loss cut}; do
   done
 done
 
-python3 - "$work" "$secs" "$reps" "$out" "$idle" <<'PY'
+python3 - "$work" "$secs" "$reps" "$out" "$idle" "$mtu" <<'PY'
 import json, os, re, statistics, sys
 work, secs, reps, out, idle = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+mtu = int(sys.argv[6])
 UNIT = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}
 
 # "After the cut": the seconds from one second after the cut (secs / 2) to
@@ -148,7 +159,7 @@ def iperf(tag):
                 late_bits += b
     return bits / secs / 1e9, late_bits / (secs - late) / 1e9
 
-res = {"seconds": secs, "rounds": reps, "mrc_idle": idle, "conditions": {}}
+res = {"seconds": secs, "rounds": reps, "mrc_idle": idle, "mtu": mtu, "conditions": {}}
 print(f"{'condition':<8} {'MRC Gb/s':>9} {'TCP Gb/s':>9} {'MPTCP Gb/s':>10} {'MRC/TCP':>8} {'MRC/MPTCP':>10}")
 for cond in [c for c in ("clean", "loss", "cut") if os.path.exists(f"{work}/mrc-{c}-1-c.log")]:
     m = [mrc(f"mrc-{cond}-{r}") for r in range(1, reps + 1)]

@@ -17,7 +17,9 @@
 #      the interface (refused, left in place, nothing of ours left on the
 #      plane opened before); no permission; a net_af_xdp port from --vdev;
 #   5. mrcd with af_xdp ports in its config: a bulk_copy between two
-#      daemons, verified; mrcctl shows the steering; SIGTERM detaches.
+#      daemons, verified; mrcctl shows the steering; SIGTERM detaches;
+#   6. an interface whose driver has no native XDP (a bridge): the program
+#      runs in generic mode and says so; SIGTERM detaches.
 # Needs root; exits 77 (skipped) without it or without the BPF object.
 #
 #   af_xdp_test.sh APP_DIR OTHER_PROG_OBJ   (APP_DIR: the build's app/)
@@ -305,4 +307,21 @@ for side in a b; do
   done
 done
 ping_ok 0
+
+echo "== 6. generic XDP on a driver without native XDP"
+ip -n "$P-b" link add "${P}gb" type bridge
+ip -n "$P-b" link set "${P}gb" up
+ip -n "$P-b" addr add 10.79.0.2/24 dev "${P}gb"
+ip netns exec "$P-b" "$gen" "${eal[@]}" --file-prefix "$P-g" -- --role server --port "af_xdp:${P}gb" \
+  --local-ip 10.79.0.2 --oob 10.79.0.2:18515 --idle sleep >"$work/generic.log" 2>&1 &
+gpid=$!
+pids+=("$gpid")
+for _ in $(seq 300); do grep -q "waiting for a client" "$work/generic.log" && break; sleep 0.1; done
+grep -q "AF_XDP on ${P}gb: XDP steering program id [0-9]* attached in generic mode" "$work/generic.log" ||
+  fail "generic mode not reported: $(tail -3 "$work/generic.log")"
+inb "$xdptool" status "${P}gb" | grep -q "(generic mode), MRC steering, owned by pid $gpid" ||
+  fail "mrc-xdp status: $(inb "$xdptool" status "${P}gb")"
+kill -TERM "$gpid"
+wait_pid "$gpid" 30 || true  # interrupted before a client: its status is not the point
+[ -z "$(attached inb "${P}gb")" ] || fail "the generic-mode program was left attached"
 echo "af_xdp: all checks passed"
