@@ -11,6 +11,8 @@ packages=(
   clang libclang-rt-14-dev clang-format
   iproute2 procps
   tshark
+  # AF_XDP test and bench: kernel traffic beside MRC, loss, MPTCP
+  iperf3 nftables mptcpize iputils-ping
 )
 
 missing=()
@@ -28,6 +30,9 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 # tshark's package asks whether non-root users may capture: no.
 echo "wireshark-common wireshark-common/install-setuid boolean false" |
+  "${sudo[@]}" debconf-set-selections 2>/dev/null || true
+# iperf3's package asks whether to start a system-wide server: no.
+echo "iperf3 iperf3/start_daemon boolean false" |
   "${sudo[@]}" debconf-set-selections 2>/dev/null || true
 if ! "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"; then
   "${sudo[@]}" apt-get update -q
