@@ -1,7 +1,8 @@
 /* A stand-in for somebody else's XDP program (tests/dpdk/af_xdp_test.sh):
  * passes everything. MRC must refuse to replace it and leave it attached. */
-#include <bpf/bpf_helpers.h>
 #include <linux/bpf.h>
+
+#include <bpf/bpf_helpers.h>
 
 SEC("xdp")
 int other_prog(struct xdp_md *ctx) {
