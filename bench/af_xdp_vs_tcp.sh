@@ -61,12 +61,7 @@ A=(ip netns exec "$P-a")
 B=(ip netns exec "$P-b")
 for ns in a b; do ip netns exec "$P-$ns" ip mptcp limits set subflows 2 add_addr_accepted 2; done
 ip netns exec "$P-b" ip mptcp endpoint add 10.78.0.2 dev "${P}b0" signal
-for side in a b; do
-  for p in 0 1; do
-    ip -n "$P-$side" link set "${P}$side$p" mtu "$mtu"
-    ip -n "$P-r" link set "${P}r$side$p" mtu "$mtu"
-  done
-done
+"$net" mtu "$P" "$mtu"
 eal=(--no-huge -m 1024 --no-pci --log-level=lib.eal:error)
 
 condition() {  # clean | loss | cut, then the run; cut: after secs/2

@@ -14,6 +14,7 @@
 #   netns-planes.sh loss PREFIX PLANE PERCENT   (random drops both ways; 0 removes)
 #   netns-planes.sh cut PREFIX PLANE            (drop everything on the plane)
 #   netns-planes.sh heal PREFIX PLANE           (remove the plane's loss and cut)
+#   netns-planes.sh mtu PREFIX MTU              (every interface of every plane)
 set -euo pipefail
 
 cmd=${1:?usage: netns-planes.sh up|down|loss|cut|heal PREFIX ...}
@@ -65,6 +66,14 @@ loss | cut | heal)
   elif [ "$cmd" = cut ]; then
     r nft add rule bridge mrcnet planes iifname "$ifs" drop comment "\"plane$plane\""
   fi
+  ;;
+mtu)
+  m=${3:?MTU}
+  for ns in a r b; do
+    for i in $(ip -n "$P-$ns" -o link show type veth | sed -n 's/^[0-9]*: \([^:@]*\).*/\1/p'); do
+      ip -n "$P-$ns" link set "$i" mtu "$m"
+    done
+  done
   ;;
 *)
   echo "netns-planes: unknown command '$cmd'" >&2

@@ -186,12 +186,7 @@ rm -rf /var/run/dpdk/"$P"-s2
 # headroom, which the mbufs must have room for (they once did not: every
 # frame above about 1750 bytes was dropped by the kernel).
 mtu=3000
-for side in a b; do
-  for i in 0 1; do
-    ip -n "$P-$side" link set "${P}$side$i" mtu $mtu
-    ip -n "$P-r" link set "${P}r$side$i" mtu $mtu
-  done
-done
+"$net" mtu "$P" $mtu
 start_server s3
 grep -q "removed the MRC steering program" "$work/s3.log" ||
   fail "the restart did not report removing the stale program"
@@ -213,12 +208,7 @@ assert s["bytes_verified"] > 0 and s["verify_errors"] == 0, "nothing verified at
 print(f"after kill -9 and restart, MTU 3000: {s['bytes']/2**20:.0f} MiB at {s['goodput_gbps']:.2f} Gb/s")
 PY
 mtu=1500
-for side in a b; do
-  for i in 0 1; do
-    ip -n "$P-r" link set "${P}r$side$i" mtu $mtu
-    ip -n "$P-$side" link set "${P}$side$i" mtu $mtu
-  done
-done
+"$net" mtu "$P" $mtu
 
 echo "== 4. bad input"
 if inb "$gen" "${eal[@]}" --file-prefix "$P-b1" -- --role server --port af_xdp:nosuch0 \
