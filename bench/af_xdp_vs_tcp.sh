@@ -15,7 +15,8 @@
 # Three conditions, each run `reps` times with the three transports
 # interleaved: clean; 1% random loss each way on plane 1 (nftables numgen
 # in the bridge namespace, so AF_XDP and kernel traffic are hit alike);
-# plane 1 cut (all dropped) halfway through the run. Plane 1 is the path
+# plane 1 cut (all dropped) halfway through the transfer (counted from the
+# transport's first one-second report, so start-up time does not shift it). Plane 1 is the path
 # TCP and MPTCP's first subflow use: a single-path transport cannot avoid
 # it. TCP/MPTCP run while no XDP program is attached: the kernel's best
 # case. TCP goodput comes from the receiving iperf3's per-second reports
@@ -64,12 +65,34 @@ ip netns exec "$P-b" ip mptcp endpoint add 10.78.0.2 dev "${P}b0" signal
 "$net" mtu "$P" "$mtu"
 eal=(--no-huge -m 1024 --no-pci --log-level=lib.eal:error)
 
-condition() {  # clean | loss | cut, then the run; cut: after secs/2
+cut_pid=""
+# condition clean|loss|cut LOG PATTERN: sets plane 1 up for the run. cut:
+# plane 1 is cut secs/2 seconds into the transfer, counted from when LOG
+# shows PATTERN (the transport's first one-second report) minus that second.
+condition() {
   case "$1" in
   clean) "$net" heal "$P" 1 ;;
   loss) "$net" loss "$P" 1 1 ;;
-  cut) "$net" heal "$P" 1; (sleep $((secs / 2)); "$net" cut "$P" 1) & pids+=($!) ;;
+  cut)
+    "$net" heal "$P" 1
+    (
+      for _ in $(seq 600); do grep -q "$3" "$2" 2>/dev/null && break; sleep 0.05; done
+      sleep $((secs / 2 - 1))
+      "$net" cut "$P" 1
+    ) &
+    cut_pid=$!
+    pids+=("$cut_pid")
+    ;;
   esac
+}
+# After a run: no cut may land in the next one.
+end_condition() {
+  if [ -n "$cut_pid" ]; then
+    kill "$cut_pid" 2>/dev/null || true
+    wait "$cut_pid" 2>/dev/null || true
+    cut_pid=""
+  fi
+  "$net" heal "$P" 1
 }
 
 run_mrc() {  # tag cond
@@ -80,8 +103,10 @@ run_mrc() {  # tag cond
     >"$work/$tag-s.log" 2>&1 &
   local sp=$!
   pids+=("$sp")
-  for _ in $(seq 100); do grep -q "waiting for a client" "$work/$tag-s.log" && break; sleep 0.1; done
-  condition "$2"
+  for _ in $(seq 300); do grep -q "waiting for a client" "$work/$tag-s.log" && break; sleep 0.1; done
+  grep -q "waiting for a client" "$work/$tag-s.log" ||
+    { echo "mrc-gen server ($tag) not ready:" >&2; tail -5 "$work/$tag-s.log" >&2; exit 1; }
+  condition "$2" "$work/$tag-c.log" '^\[ *1\.0s\] goodput'
   "${A[@]}" timeout $((secs + 60)) "$b/mrc-gen" "${eal[@]}" --file-prefix "mrc-bxdp-$tag-c" \
     --lcores 0@0,1@1 -- --role client --port "af_xdp:${P}a0" --port "af_xdp:${P}a1" \
     --local-ip 10.78.0.1,10.78.1.1 --oob 10.78.0.2:18515 --stats-period 1 --idle "$idle" \
@@ -89,7 +114,7 @@ run_mrc() {  # tag cond
     >"$work/$tag-c.log" 2>&1 || { echo "mrc-gen client failed ($tag):" >&2; tail -5 "$work/$tag-c.log" >&2; }
   stop_pid "$sp" TERM 10
   wait "$sp" 2>/dev/null || true
-  "$net" heal "$P" 1
+  end_condition
 }
 
 run_iperf() {  # tag cond wrapper...
@@ -98,13 +123,16 @@ run_iperf() {  # tag cond wrapper...
   "${B[@]}" "$@" iperf3 -s -1 -p 5301 -i 1 --forceflush >"$work/$tag-s.log" 2>&1 &
   local sp=$!
   pids+=("$sp")
-  sleep 0.5
-  condition "$cond"
+  for _ in $(seq 100); do
+    ip netns exec "$P-b" ss -Hltn "sport = :5301" | grep -q . && break
+    sleep 0.1
+  done
+  condition "$cond" "$work/$tag-s.log" ' 0\.00-1\.0[0-9] *sec'
   "${A[@]}" "$@" timeout $((secs + 5)) iperf3 -c 10.78.1.2 -p 5301 -t "$secs" -i 0 \
     >"$work/$tag-c.log" 2>&1 || true
   stop_pid "$sp" KILL 1
   wait "$sp" 2>/dev/null || true
-  "$net" heal "$P" 1
+  end_condition
 }
 
 for cond in ${MRC_CONDITIONS:-clean loss cut}; do

@@ -312,6 +312,16 @@ Result<std::unique_ptr<Port>> Port::open(const PortOptions &opts, rte_mempool *p
     if (p->steering_ && afx && afx->own_program) {
         auto r = p->steering_->configure({opts.steer_udp_port, opts.steer_ipv4, {}});
         if (!r) return r.error();
+        const int rxq = xdp::rx_queues(afx->iface);
+        const auto start = xdp::devarg(afx->devargs, "start_queue");
+        if (rxq > opts.queues || (start && *start != "0"))
+            std::fprintf(stderr,
+                         "warning: AF_XDP on %s: the interface receives on %d queue(s) and only "
+                         "%u of them (from queue %s) have a socket: MRC packets hashed to the "
+                         "others go to the kernel (counted as no_socket). Run `ethtool -L %s "
+                         "combined %u` or give one worker per queue\n",
+                         afx->iface.c_str(), rxq, unsigned(opts.queues),
+                         start ? start->c_str() : "0", afx->iface.c_str(), unsigned(opts.queues));
     }
 #endif
     if (c.lsc_interrupt) {
@@ -379,7 +389,8 @@ std::string describe(const XdpInfo &x, uint16_t udp_port) {
 
 std::optional<XdpInfo> Port::xdp_info() const {
 #ifdef MRC_HAVE_XDP
-    if (!steering_) return std::nullopt;
+    // Not with an xdp_prog= of the user's: the steering is theirs.
+    if (!steering_ || steering_->attached().id == 0) return std::nullopt;
     XdpInfo x;
     x.iface = steering_->iface();
     x.mode = xdp::to_string(steering_->attached().mode);

@@ -1,9 +1,11 @@
 /* MRC's XDP steering program.
  *
- * Runs on every packet an interface receives. IPv4 or IPv6 UDP packets whose
- * destination port is MRC's (and, when configured, whose destination is one
- * of this host's MRC addresses) go to the AF_XDP socket of the receiving
- * queue; everything else goes to the kernel's stack unchanged. A queue with
+ * Runs on every packet an interface receives. IPv4 UDP packets (untagged or
+ * with one 802.1Q tag, as the dataplane parses them) whose destination port
+ * is MRC's and, when configured, whose destination is one of this host's
+ * MRC addresses go to the AF_XDP socket of the receiving queue; so do IPv6
+ * ones, only to a configured IPv6 address. Everything else goes to the
+ * kernel's stack unchanged. A queue with
  * no socket (the dataplane not started yet, stopped, or killed) passes MRC
  * packets to the kernel too: bpf_redirect_map's fallback action. So this
  * program, left attached by a process that died, never cuts the host off.
@@ -64,7 +66,6 @@ static __always_inline int ipv4_local(const struct mrc_steer_cfg *cfg, __be32 da
 }
 
 static __always_inline int ipv6_local(const struct mrc_steer_cfg *cfg, const __u8 *daddr) {
-    if (cfg->n_ipv6 == 0) return 1;
 #pragma unroll
     for (int i = 0; i < MRC_STEER_MAX_ADDRS; i++) {
         int same = i < cfg->n_ipv6;
@@ -88,9 +89,8 @@ int mrc_steer(struct xdp_md *ctx) {
     if ((void *)(eth + 1) > end) return count(MRC_STEER_PASSED, XDP_PASS);
     __be16 proto = eth->h_proto;
     void *l3 = eth + 1;
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD)) break;
+    /* What the dataplane parses: untagged or one 802.1Q tag. */
+    if (proto == bpf_htons(ETH_P_8021Q)) {
         struct vlan_hdr *vh = l3;
         if ((void *)(vh + 1) > end) return count(MRC_STEER_PASSED, XDP_PASS);
         proto = vh->proto;
@@ -110,7 +110,9 @@ int mrc_steer(struct xdp_md *ctx) {
         if ((void *)(udp + 1) > end) return count(MRC_STEER_PASSED, XDP_PASS);
         if (udp->dest != cfg->udp_port) return count(MRC_STEER_PASSED, XDP_PASS);
         local = ipv4_local(cfg, ip->daddr);
-    } else if (proto == bpf_htons(ETH_P_IPV6)) {
+    } else if (proto == bpf_htons(ETH_P_IPV6) && cfg->n_ipv6 > 0) {
+        /* Only with an IPv6 address configured (the dataplane is IPv4-only
+         * for now: no address, no IPv6 steering). */
         struct ipv6hdr *ip6 = l3;
         if ((void *)(ip6 + 1) > end) return count(MRC_STEER_PASSED, XDP_PASS);
         /* UDP right after the fixed header; extension headers go to the kernel. */

@@ -4,16 +4,25 @@
 #include <bpf/libbpf.h>
 #include <fmt/format.h>
 #include <linux/capability.h>
+#include <linux/ethtool.h>
 #include <linux/if_link.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <linux/sockios.h>
+#include <linux/xdp_diag.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <signal.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -153,13 +162,145 @@ Result<void> check_privileges(const std::string &iface) {
     };
     need(CAP_NET_ADMIN, "CAP_NET_ADMIN");
     need(CAP_NET_RAW, "CAP_NET_RAW");
-    if (!has_cap(CAP_BPF) && !has_cap(CAP_SYS_ADMIN)) missing += ", CAP_BPF";
+    // CAP_BPF would do for loading, but finding the program the PMD
+    // attached (by id) and its maps needs CAP_SYS_ADMIN.
+    need(CAP_SYS_ADMIN, "CAP_SYS_ADMIN");
     if (missing.empty()) return {};
     if (missing[0] == ',') missing = missing.substr(2);
     return Error{fmt::format(
-        "AF_XDP on '{}': no permission to load XDP programs and open AF_XDP sockets: run as "
-        "root, or grant {} (for a service: AmbientCapabilities=)",
+        "AF_XDP on '{}': no permission to load XDP programs, look them up and open AF_XDP "
+        "sockets: run as root, or grant {} (for a service: AmbientCapabilities=; the lock "
+        "directory /run/mrc/xdp must be writable too)",
         iface, missing)};
+}
+
+std::string foreign_program(const std::string &iface, const AttachedProg &p) {
+    return fmt::format(
+        "AF_XDP on '{}': the interface already has an XDP program attached, '{}' (id {}, {} "
+        "mode), and MRC will not replace another program. If nothing needs it, detach it (`ip "
+        "link set dev {} {} off`); otherwise give MRC another interface",
+        iface, p.name.empty() ? "?" : p.name, p.id, to_string(p.mode), iface,
+        p.mode == AttachMode::kGeneric ? "xdpgeneric" : "xdp");
+}
+
+std::string in_use(const std::string &iface, int pid) {
+    if (pid == ::getpid())
+        return fmt::format("AF_XDP on '{}': this process already has a port on the interface",
+                           iface);
+    return fmt::format(
+        "AF_XDP on '{}': the interface is in use by another MRC process{}: stop it first, or "
+        "give this one another interface",
+        iface, pid > 0 ? fmt::format(" (pid {})", pid) : "");
+}
+
+// AF_XDP sockets bound to `ifindex` in this network namespace (sock_diag),
+// or -errno when the kernel cannot tell (no CONFIG_XDP_SOCKETS_DIAG).
+int xsk_sockets_on(uint32_t ifindex) {
+    Fd nl(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+    if (nl.fd < 0) return -errno;
+    struct {
+        nlmsghdr nlh;
+        xdp_diag_req req;
+    } r{};
+    r.nlh.nlmsg_len = sizeof(r);
+    r.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    r.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+    r.req.sdiag_family = AF_XDP;
+    r.req.xdiag_show = XDP_SHOW_INFO;
+    if (::send(nl.fd, &r, sizeof(r), 0) != ssize_t(sizeof(r))) return -errno;
+    int count = 0;
+    alignas(nlmsghdr) char buf[16384];
+    for (;;) {
+        const ssize_t n = ::recv(nl.fd, buf, sizeof(buf), 0);
+        if (n < 0) return -errno;
+        if (n == 0) return count;
+        // NLMSG_OK / NLMSG_NEXT, written out (the macros mix signedness).
+        size_t left = static_cast<size_t>(n);
+        for (auto *h = reinterpret_cast<nlmsghdr *>(buf);
+             left >= sizeof(nlmsghdr) && h->nlmsg_len >= sizeof(nlmsghdr) && h->nlmsg_len <= left;
+             left -= std::min<size_t>(left, NLMSG_ALIGN(h->nlmsg_len)),
+                  h = reinterpret_cast<nlmsghdr *>(reinterpret_cast<char *>(h) +
+                                                   NLMSG_ALIGN(h->nlmsg_len))) {
+            if (h->nlmsg_len < NLMSG_LENGTH(sizeof(xdp_diag_msg)) && h->nlmsg_type != NLMSG_DONE &&
+                h->nlmsg_type != NLMSG_ERROR)
+                continue;
+            if (h->nlmsg_type == NLMSG_DONE) return count;
+            if (h->nlmsg_type == NLMSG_ERROR) {
+                const auto *e = static_cast<const nlmsgerr *>(NLMSG_DATA(h));
+                return e->error ? e->error : -EIO;
+            }
+            const auto *m = static_cast<const xdp_diag_msg *>(NLMSG_DATA(h));
+            int alen = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
+            for (auto *a = reinterpret_cast<const nlattr *>(m + 1);
+                 alen >= int(sizeof(nlattr)) && a->nla_len >= sizeof(nlattr) &&
+                 int(a->nla_len) <= alen;
+                 alen -= NLA_ALIGN(a->nla_len),
+                      a = reinterpret_cast<const nlattr *>(reinterpret_cast<const char *>(a) +
+                                                           NLA_ALIGN(a->nla_len))) {
+                if (a->nla_type != XDP_DIAG_INFO || a->nla_len < NLA_HDRLEN + sizeof(xdp_diag_info))
+                    continue;
+                xdp_diag_info info;
+                std::memcpy(&info, reinterpret_cast<const char *>(a) + NLA_HDRLEN, sizeof(info));
+                if (info.ifindex == ifindex) ++count;
+            }
+        }
+    }
+}
+
+// Takes the interface's lock: an fd holding an exclusive flock on the file
+// that is (still) at `path`. A holder unlinks the file before it lets go,
+// so a file unlinked between our open and our flock is not the lock any
+// more: try again. A short wait covers owner()'s brief shared probe.
+Result<int> take_lock(const std::string &path, const std::string &iface) {
+    ::mkdir("/run/mrc", 0755);
+    ::mkdir(kLockDir, 0755);
+    for (int attempt = 0; attempt < 50; ++attempt) {
+        Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+        if (fd.fd < 0)
+            return Error{explain(fmt::format("creating the lock file {}", path), iface, errno)};
+        if (::flock(fd.fd, LOCK_EX | LOCK_NB) != 0) {
+            const int err = errno;
+            const int pid = read_pid(fd.fd);
+            if (err == EWOULDBLOCK && attempt < 20 && (pid <= 0 || ::kill(pid, 0) != 0)) {
+                // Perhaps only someone's owner() probe: look again shortly.
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                continue;
+            }
+            return Error{in_use(iface, pid)};
+        }
+        struct stat held {
+        }, named{};
+        if (::fstat(fd.fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 &&
+            held.st_ino == named.st_ino && held.st_dev == named.st_dev) {
+            const std::string pid = std::to_string(::getpid()) + "\n";
+            if (::ftruncate(fd.fd, 0) != 0 ||
+                ::pwrite(fd.fd, pid.data(), pid.size(), 0) != ssize_t(pid.size())) {
+                // Only informational (the pid in messages); the lock is what counts.
+            }
+            return fd.release();
+        }
+    }
+    return Error{fmt::format("AF_XDP on '{}': cannot take the lock {}", iface, path)};
+}
+
+void drop_lock(int fd, const std::string &path) {
+    ::unlink(path.c_str());  // while still holding it (see take_lock)
+    ::close(fd);             // releases the lock
+}
+
+// Whether a program attached to `iface` may be removed as left over: no
+// AF_XDP socket is bound to the interface. The lock says no MRC process
+// of this /run holds it; the sockets say nobody at all uses it (a process
+// with another /run, a container).
+Result<void> unused(const AttachedProg &p, const std::string &iface) {
+    const int n = xsk_sockets_on(p.ifindex);
+    if (n > 0)
+        return Error{fmt::format(
+            "AF_XDP on '{}': the XDP program '{}' (id {}) has {} AF_XDP socket(s) bound to the "
+            "interface, though no MRC process here holds its lock (another /run, a container?): "
+            "not touched. Stop whatever uses it first",
+            iface, p.name, p.id, n)};
+    return {};  // none, or the kernel cannot tell (no sock_diag for AF_XDP): the lock decides
 }
 
 Result<void> check_kernel(const std::string &iface) {
@@ -178,6 +319,8 @@ Result<void> check_kernel(const std::string &iface) {
     return {};
 }
 
+}  // namespace
+
 // The value of `key` in "name,k=v,k=v", or nullopt.
 std::optional<std::string> devarg(const std::string &devargs, const std::string &key) {
     size_t pos = devargs.find(',');
@@ -190,8 +333,6 @@ std::optional<std::string> devarg(const std::string &devargs, const std::string 
     }
     return std::nullopt;
 }
-
-}  // namespace
 
 std::optional<AfXdpArgs> af_xdp_args(const std::string &device, uint16_t queues,
                                      const std::string &prog_path) {
@@ -275,7 +416,7 @@ std::string explain(const std::string &what, const std::string &iface, int err) 
         case EACCES:
             return fmt::format(
                 "AF_XDP on '{}': {}: permission denied: run as root, or grant "
-                "CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (and raise RLIMIT_MEMLOCK "
+                "CAP_NET_ADMIN, CAP_NET_RAW and CAP_SYS_ADMIN (and raise RLIMIT_MEMLOCK "
                 "before Linux 5.11)",
                 iface, what);
         case ENOSYS:
@@ -336,7 +477,10 @@ Result<AttachedProg> query(const std::string &iface) {
             return p;
     }
     Fd fd(bpf_prog_get_fd_by_id(p.id));
-    if (fd.fd < 0) return p;  // detached meanwhile, or no permission to look
+    if (fd.fd < 0 && (errno == EPERM || errno == EACCES))
+        return Error{
+            explain(fmt::format("looking at its XDP program (id {})", p.id), iface, errno)};
+    if (fd.fd < 0) return p;  // detached meanwhile
     bpf_prog_info info{};
     uint32_t len = sizeof(info);
     if (bpf_obj_get_info_by_fd(fd.fd, &info, &len) == 0) p.name = info.name;
@@ -361,25 +505,6 @@ Owner owner(const std::string &iface) {
 }
 
 namespace {
-
-std::string foreign_program(const std::string &iface, const AttachedProg &p) {
-    return fmt::format(
-        "AF_XDP on '{}': the interface already has an XDP program attached, '{}' (id {}, {} "
-        "mode), and MRC will not replace another program. If nothing needs it, detach it (`ip "
-        "link set dev {} {} off`); otherwise give MRC another interface",
-        iface, p.name.empty() ? "?" : p.name, p.id, to_string(p.mode), iface,
-        p.mode == AttachMode::kGeneric ? "xdpgeneric" : "xdp");
-}
-
-std::string in_use(const std::string &iface, int pid) {
-    if (pid == ::getpid())
-        return fmt::format("AF_XDP on '{}': this process already has a port on the interface",
-                           iface);
-    return fmt::format(
-        "AF_XDP on '{}': the interface is in use by another MRC process{}: stop it first, or "
-        "give this one another interface",
-        iface, pid > 0 ? fmt::format(" (pid {})", pid) : "");
-}
 
 SteerStats sum_stats(int stats_fd) {
     SteerStats s;
@@ -407,6 +532,8 @@ Result<Preflight> check(const std::string &iface) {
     pf.owner = owner(iface);
     if (pf.owner.alive) return Error{in_use(iface, pf.owner.pid)};
     if (q->id != 0 && !q->ours()) return Error{foreign_program(iface, *q)};
+    if (q->ours())
+        if (auto r = unused(*q, iface); !r) return r.error();
     pf.stale = q->ours();
     return pf;
 }
@@ -415,16 +542,40 @@ Result<AttachedProg> detach_program(const std::string &iface, bool force) {
     auto q = query(iface);
     if (!q) return q.error();
     if (q->id == 0) return *q;
-    const Owner o = owner(iface);
-    if (o.alive && q->ours()) return Error{in_use(iface, o.pid)};
     if (!q->ours() && !force)
         return Error{
             fmt::format("'{}' holds '{}' (id {}), which is not MRC's steering program: "
                         "not removed (--force removes it)",
                         iface, q->name, q->id)};
-    if (int rc = detach(*q); rc != 0)
-        return Error{explain(fmt::format("detaching program {}", q->id), iface, rc)};
-    return *q;
+    // Holding the lock while detaching: no MRC process starts meanwhile,
+    // and one that runs refuses us (whatever program it uses).
+    const std::string path = lock_path(iface);
+    auto lock = take_lock(path, iface);
+    if (!lock) return lock.error();
+    auto now = query(iface);  // again, under the lock
+    Result<void> ok = now ? Result<void>() : Result<void>(now.error());
+    if (ok && now->id != q->id)
+        ok = Error{fmt::format("'{}': the program changed meanwhile", iface)};
+    if (ok && !force) ok = unused(*now, iface);
+    if (ok)
+        if (int rc = detach(*now); rc != 0)
+            ok = Error{explain(fmt::format("detaching program {}", now->id), iface, rc)};
+    drop_lock(*lock, path);
+    if (!ok) return ok.error();
+    return *now;
+}
+
+int rx_queues(const std::string &iface) {
+    Fd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (s.fd < 0) return 1;
+    ethtool_channels ch{};
+    ch.cmd = ETHTOOL_GCHANNELS;
+    ifreq ifr{};
+    std::strncpy(ifr.ifr_name, iface.c_str(), IFNAMSIZ - 1);
+    ifr.ifr_data = reinterpret_cast<char *>(&ch);
+    if (::ioctl(s.fd, SIOCETHTOOL, &ifr) != 0) return 1;
+    const uint32_t n = ch.combined_count + ch.rx_count;
+    return n == 0 ? 1 : static_cast<int>(n);
 }
 
 Result<SteerStats> read_stats(const AttachedProg &p) {
@@ -448,45 +599,18 @@ Result<std::unique_ptr<Steering>> Steering::acquire(const Options &opts) {
     std::unique_ptr<Steering> s(new Steering());
     s->iface_ = iface;
     s->ifindex_ = first->ifindex;
-    ::mkdir("/run/mrc", 0755);
-    ::mkdir(kLockDir, 0755);
     s->lock_path_ = lock_path(iface);
-    // The lock file is removed by its holder on release; a file unlinked
-    // between our open and our flock is not the lock any more: try again.
-    for (int attempt = 0;; ++attempt) {
-        s->lock_fd_ = ::open(s->lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-        if (s->lock_fd_ < 0)
-            return Error{
-                explain(fmt::format("creating the lock file {}", s->lock_path_), iface, errno)};
-        if (::flock(s->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-            const int pid = read_pid(s->lock_fd_);
-            ::close(s->lock_fd_);
-            s->lock_fd_ = -1;
-            return Error{in_use(iface, pid)};
-        }
-        struct stat held {
-        }, named{};
-        if (::fstat(s->lock_fd_, &held) == 0 && ::stat(s->lock_path_.c_str(), &named) == 0 &&
-            held.st_ino == named.st_ino && held.st_dev == named.st_dev)
-            break;
-        ::close(s->lock_fd_);
-        s->lock_fd_ = -1;
-        if (attempt == 10)
-            return Error{
-                fmt::format("AF_XDP on '{}': cannot take the lock {}", iface, s->lock_path_)};
-    }
-    const std::string pid = std::to_string(::getpid()) + "\n";
-    if (::ftruncate(s->lock_fd_, 0) != 0 ||
-        ::pwrite(s->lock_fd_, pid.data(), pid.size(), 0) != ssize_t(pid.size())) {
-        // Only informational (the pid in error messages); the lock is what counts.
-    }
+    auto lock = take_lock(s->lock_path_, iface);
+    if (!lock) return lock.error();
+    s->lock_fd_ = *lock;
 
-    // With the lock held, whatever MRC program is attached was left by a
-    // process that died: nobody else can be using it.
+    // With the lock held, an MRC program still attached was left by a
+    // process that died, unless sockets are bound to the interface.
     auto now = query(iface);
     if (!now) return now.error();
     if (now->id != 0) {
         if (!now->ours()) return Error{foreign_program(iface, *now)};
+        if (auto r = unused(*now, iface); !r) return r.error();
         if (int rc = detach(*now); rc != 0)
             return Error{
                 explain(fmt::format("removing the MRC steering program (id {}) a previous run left",
@@ -554,8 +678,7 @@ Steering::~Steering() {
     // to remove: we hold the interface's lock.
     if (lock_fd_ >= 0) {
         if (auto now = query(iface_); now && now->ours()) detach(*now);
-        ::unlink(lock_path_.c_str());  // while still holding it (see acquire())
-        ::close(lock_fd_);             // releases the lock
+        drop_lock(lock_fd_, lock_path_);
     }
 }
 

@@ -59,6 +59,9 @@ struct SteerStats {
     uint64_t passed = 0;      // everything else, passed to the kernel
 };
 
+// The value of `key` in devargs "name,k=v,k=v", or nullopt.
+std::optional<std::string> devarg(const std::string &devargs, const std::string &key);
+
 // An AF_XDP port's devargs, expanded: "af_xdp:IFACE[,k=v...]" becomes
 // "net_af_xdp_IFACE,iface=IFACE,start_queue=0,queue_count=Q[,k=v...]", and
 // xdp_prog=PROG is added unless given (net_af_xdp without it would load
@@ -105,6 +108,11 @@ Result<Preflight> check(const std::string &iface);
 // (or any program, with `force`). Refuses while an MRC process owns it.
 // Returns the program removed (id 0: there was none).
 Result<AttachedProg> detach_program(const std::string &iface, bool force);
+
+// Queues the interface's driver spreads received packets over (ethtool's
+// combined channels; 1 when the driver does not say). MRC packets that land
+// on a queue without an AF_XDP socket go to the kernel instead.
+int rx_queues(const std::string &iface);
 
 // The counters of an attached MRC steering program.
 Result<SteerStats> read_stats(const AttachedProg &p);

@@ -21,8 +21,8 @@
 
 /* One entry, key 0. udp_port 0 (the state the program is loaded in) steers
  * nothing: every packet goes to the kernel until the loader has written
- * the configuration. Addresses are matched only when n_ipv4 / n_ipv6 is
- * non-zero; a family with no address configured is matched on port alone. */
+ * the configuration. IPv4: with n_ipv4 0, any destination address; else
+ * one of ipv4[]. IPv6: only to one of ipv6[] (n_ipv6 0: none steered). */
 struct mrc_steer_cfg {
     __be16 udp_port; /* network byte order; 0: steer nothing */
     __u8 n_ipv4;
