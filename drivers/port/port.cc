@@ -191,15 +191,22 @@ Result<std::unique_ptr<Port>> Port::open(const PortOptions &opts, rte_mempool *p
             uint16_t existing;
             if (rte_eth_dev_get_port_by_name(device_name(afx->devargs).c_str(), &existing) == 0) {
                 // EAL made it from --vdev: no steering program was asked for,
-                // and libxdp's default one would take every packet.
+                // and libxdp's default one would take every packet. Or it is
+                // this process's own port on the same interface.
                 rte_eth_dev_info info{};
                 std::string iface = "IFACE";
+                std::string args;
                 if (rte_eth_dev_info_get(existing, &info) == 0 && info.device)
                     if (const rte_devargs *da = rte_dev_devargs(info.device); da && da->args)
-                        if (auto a =
-                                xdp::af_xdp_args(device_name(afx->devargs) + "," + da->args, 1, "");
-                            a && !a->iface.empty())
-                            iface = a->iface;
+                        args = da->args;
+                if (auto a = xdp::af_xdp_args(device_name(afx->devargs) + "," + args, 1, "");
+                    a && !a->iface.empty())
+                    iface = a->iface;
+                if (xdp::devarg("," + args, "xdp_prog"))
+                    return Error{
+                        fmt::format("AF_XDP port '{}': this process already has a port "
+                                    "on {}; one port per interface",
+                                    device_name(afx->devargs), iface)};
                 return Error{fmt::format(
                     "AF_XDP port '{}' was created by EAL (--vdev), without MRC's steering "
                     "program: give it as --port af_xdp:{} (or ports = [\"af_xdp:{}\"]) instead",

@@ -272,6 +272,13 @@ if inb "$gen" "${eal[@]}" --file-prefix "$P-b3" --vdev "net_af_xdp0,iface=$B0" -
   fail "started a --vdev net_af_xdp port"
 fi
 grep -q "give it as --port af_xdp:$B0" "$work/bad3.log" || fail "bad3: $(tail -2 "$work/bad3.log")"
+# The same interface twice in one process.
+if inb "$gen" "${eal[@]}" --file-prefix "$P-b4" -- --role server --port "af_xdp:$B0" \
+    --port "af_xdp:$B0" --local-ip 10.77.0.2 "${common[@]}" >"$work/bad4.log" 2>&1; then
+  fail "started with one interface twice"
+fi
+grep -q "this process already has a port on $B0" "$work/bad4.log" || fail "bad4: $(tail -2 "$work/bad4.log")"
+[ -z "$(attached inb "$B0")" ] || fail "a program was left on $B0 after the refused second port"
 ping_ok 0
 ping_ok 1
 
