@@ -73,6 +73,8 @@ uint8_t wc_status(WcStatus s) {
             return MRC_WC_REMOTE_PROTOCOL_ERROR;
         case WcStatus::kFlushed:
             return MRC_WC_FLUSHED;
+        case WcStatus::kPeerUnreachable:
+            return MRC_WC_PEER_UNREACHABLE;
     }
     return MRC_WC_FLUSHED;
 }

@@ -284,6 +284,8 @@ const char *mrc_wc_status_str(uint32_t status) {
             return "the peer disconnected";
         case MRC_WC_DAEMON_SHUTDOWN:
             return "the daemon is shutting down";
+        case MRC_WC_PEER_UNREACHABLE:
+            return "peer unreachable (nothing heard from it for the liveness timeout)";
     }
     return "unknown completion status";
 }

@@ -45,6 +45,9 @@ class CongestionControl {
     }
     // An ack timeout of a packet of `bytes`: it was lost without a trace.
     virtual uint8_t on_timeout(uint64_t /*now_ns*/, uint32_t /*bytes*/) { return kCcNone; }
+    // A packet of `bytes` found lost from acks (docs/loss-recovery.md):
+    // untrimmed loss is a path signal first, so by default as a timeout.
+    virtual uint8_t on_loss(uint64_t now_ns, uint32_t bytes) { return on_timeout(now_ns, bytes); }
 };
 
 // Why `cfg` cannot work with packets of `mtu_bytes` over `planes` planes,

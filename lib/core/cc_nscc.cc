@@ -60,7 +60,7 @@ uint8_t NsccCc::on_ack(const AckSample &a) {
     epoch_bytes_ += a.acked_bytes;
     uint64_t delay = last_delay_ns_;
     if (a.rtt_ns != 0) {
-        if (!have_rtt_ || a.rtt_ns < base_rtt_ns_) set_base_rtt(a.rtt_ns);
+        if ((!have_rtt_ && !cfg_.base_rtt_known) || a.rtt_ns < base_rtt_ns_) set_base_rtt(a.rtt_ns);
         have_rtt_ = true;
         delay = a.rtt_ns - base_rtt_ns_;
         last_delay_ns_ = delay;

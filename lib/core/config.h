@@ -8,17 +8,49 @@ namespace mrc {
 
 enum class RetryMode : uint8_t { kLinear, kExponential };
 
-// Ack timeout = 1.024 us * 2^t; a packet retransmitted after a timeout waits
-// the same again (linear) or twice as long each time (exponential). Past
-// `limit` timeouts of one packet the QP errors; with exponential mode a
-// limit of 25 means retry for ever.
+// The retransmission timeout (RTO), the last resort of loss recovery
+// (docs/loss-recovery.md): it fires only when no acknowledgement made
+// progress for a whole RTO, and then resends the oldest outstanding packet.
+// Adaptive (the default): per plane, srtt + 4 x rttvar + the responder's ack
+// delay from measured RTTs, within [min_rto_ns, max_rto_ns]; before the
+// first sample, 1.024 us * 2^timeout_exp. Fixed: always 1.024 us * 2^t.
+// Each expiry in a row without progress doubles the wait (exponential) or
+// not (linear). Past `limit` expiries in a row with nothing acknowledged, or
+// `limit` resends of one packet found lost from acks, the QP errors; with
+// exponential mode a limit of 25 means retry for ever.
 struct RetryPolicy {
     RetryMode mode = RetryMode::kExponential;
     uint8_t timeout_exp = 8;  // t: 1.024 us * 2^8 = 262 us
     uint8_t limit = 7;
+    bool adaptive = true;
+    uint64_t min_rto_ns = 1'000'000;    // floor: a peer descheduled this long costs one resend
+    uint64_t max_rto_ns = 100'000'000;  // ceiling, backed-off waits included
     static constexpr uint8_t kMaxLinear = 7;
     static constexpr uint8_t kMaxExponential = 25;  // = infinite
     static constexpr uint8_t kMaxTimeoutExp = 24;   // about 17 s
+};
+
+// Loss detection from acknowledgements (docs/loss-recovery.md).
+struct LossConfig {
+    // A transmission is lost once one sent after it was acknowledged and it
+    // has been out longer than its plane's RTT plus a reorder window, which
+    // follows the lateness measured on that plane (RACK, RFC 8985, made
+    // plane-aware for spraying).
+    bool rack = true;
+    uint64_t min_reo_wnd_ns = 2000;  // the reorder window never goes below this...
+    uint32_t reo_decay_rtts = 64;    // ...and forgets lateness older than this many RTTs (x2)
+    // A tail-loss probe: no ack progress for 2 x srtt + the ack delay while
+    // packets are out, resend the latest one so its ack shows what is lost.
+    bool tlp = true;
+};
+
+// Liveness of the peer (docs/loss-recovery.md): a QP in RTS that heard
+// nothing from its peer for keepalive_ns sends a keepalive probe (another
+// plane each time); nothing heard for peer_timeout_ns errors the QP with
+// kPeerUnreachable. 0 switches either off.
+struct LivenessConfig {
+    uint64_t keepalive_ns = 100'000'000;
+    uint64_t peer_timeout_ns = 500'000'000;
 };
 
 inline constexpr uint64_t ack_timeout_ns(uint8_t t) {
@@ -42,8 +74,12 @@ struct EvConfig {
     uint64_t flap_window_ns = 2'000'000;  // failing again within this of a revival doubles the
                                           // successes asked for next time
     uint8_t max_probes_per_interval = 4;  // probes one QP may start per probe interval
-    uint8_t plane_fail_timeouts = 3;      // timeouts of distinct EVs of a plane, no ack from it in
+    uint8_t plane_fail_timeouts = 3;      // losses of distinct EVs of a plane, no ack from it in
                                           // between: the QP takes the plane as failed
+    // The responder's reverse EVs (its acks): while data arrives, one of
+    // them is probed about once per RTT (never more often than this; 0
+    // switches reverse probing off).
+    uint64_t reverse_probe_min_ns = 8000;
 };
 
 enum class CcAlgo : uint8_t { kFixed, kNscc };
@@ -53,6 +89,9 @@ const char *to_string(CcAlgo a);
 struct NsccConfig {
     double line_rate_gbps = 400;      // the sender's rate over all planes: sets the BDP
     uint64_t base_rtt_ns = 10000;     // until the first RTT sample; then the smallest seen
+    bool base_rtt_known = false;      // base_rtt_ns is the fabric's (not a guess): samples may
+                                      // only lower it (a first sample taken behind a standing
+                                      // queue must not raise it)
     double target_delay_rtts = 0.75;  // target queueing delay, in base RTTs
     double max_cwnd_bdps = 1.5;       // window ceiling, in BDPs (line rate x base RTT)
     double init_cwnd_bdps = 1.0;      // starting window, in BDPs
@@ -87,6 +126,8 @@ struct QpConfig {
     uint32_t nack_retry_limit =
         255;  // NACK-caused retransmissions of one packet before the QP errors
     RetryPolicy retry;
+    LossConfig loss;
+    LivenessConfig liveness;
     EvConfig ev;
     CcConfig cc;
 };

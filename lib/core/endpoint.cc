@@ -88,6 +88,13 @@ void Endpoint::apply_path_table(const PathTable &t, uint64_t now_ns) {
     applied_denials_ = t.denied_evs;
 }
 
+EvGauges Endpoint::ev_gauges() const {
+    EvGauges g = ev_gauges_;
+    for (uint32_t p = 0; p < cfg_.planes; ++p)
+        if ((denied_mask_ >> p) & 1) g.denied[p] = g.total[p] - g.assumed_bad[p];
+    return g;
+}
+
 bool Endpoint::take_plane_probe_token(uint8_t plane, uint64_t now_ns, uint64_t interval_ns) {
     if (now_ns < plane_probe_next_ns_[plane]) return false;
     plane_probe_next_ns_[plane] = now_ns + interval_ns;
@@ -103,6 +110,7 @@ void Endpoint::mark_ready(Qp &q) {
 
 void Endpoint::on_packet(const uint8_t *head, uint32_t head_len, const uint8_t *tail,
                          uint32_t tail_len, uint8_t plane, uint64_t now_ns) {
+    now_ns_ = now_ns;
     ++ctr_.rx_frames;
     if (plane >= cfg_.planes) {
         ++ctr_.rx_bad_plane;
@@ -131,6 +139,7 @@ void Endpoint::on_packet(const uint8_t *head, uint32_t head_len, const uint8_t *
         ++ctr_.rx_wrong_peer;
         return;
     }
+    q->heard(now_ns);
     switch (p.opcode) {
         case wire::Opcode::kWrite:
         case wire::Opcode::kWriteImm:
@@ -146,12 +155,13 @@ void Endpoint::on_packet(const uint8_t *head, uint32_t head_len, const uint8_t *
             q->on_probe(p, plane, now_ns);
             break;
         case wire::Opcode::kProbeReply:
-            q->on_probe_reply(p, now_ns);
+            q->on_probe_reply(p, plane, now_ns);
             break;
     }
 }
 
 uint32_t Endpoint::poll_tx(TxPacket *out, uint32_t max, uint64_t now_ns, uint8_t tx_planes) {
+    now_ns_ = now_ns;
     uint32_t n = 0;
     // Round robin: each QP emits up to a burst per turn; one that still has
     // work goes to the back. Rounds repeat while they make progress.
@@ -174,6 +184,7 @@ uint32_t Endpoint::poll_tx(TxPacket *out, uint32_t max, uint64_t now_ns, uint8_t
 }
 
 void Endpoint::on_time(uint64_t now_ns) {
+    now_ns_ = now_ns;
     timers_.advance(now_ns, [&](uint32_t qpn) {
         if (Qp *q = qp(qpn)) q->on_timer(now_ns);
     });

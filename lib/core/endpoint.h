@@ -102,7 +102,12 @@ class Endpoint {
     uint32_t plane_generation() const { return plane_gen_; }
     // What the scorer reads: per-plane counters and EV gauges.
     const PlaneCounters *plane_counters() const { return plane_ctr_; }
-    const EvGauges &ev_gauges() const { return ev_gauges_; }
+    // The EV gauges, with every EV of a plane the operator denied counted
+    // as DENIED (its EVs are out of use, whatever their own state).
+    EvGauges ev_gauges() const;
+    // The latest time any of the three calls brought (what set-up calls,
+    // which carry no time, take as now).
+    uint64_t now_ns() const { return now_ns_; }
     // One plane probe per probe interval for a plane the table took down,
     // shared by all QPs of the endpoint: true when this caller may send it.
     bool take_plane_probe_token(uint8_t plane, uint64_t now_ns, uint64_t interval_ns);
@@ -132,6 +137,7 @@ class Endpoint {
     uint64_t table_generation_ = 0;
     std::vector<EvDenial> applied_denials_;
     uint64_t plane_probe_next_ns_[kMaxPlanes] = {};
+    uint64_t now_ns_ = 0;
     EndpointCounters ctr_;
 };
 

@@ -19,6 +19,18 @@ const char *to_string(EvState s) {
     return "?";
 }
 
+const char *to_string(RevState s) {
+    switch (s) {
+        case RevState::kUnknown:
+            return "UNKNOWN";
+        case RevState::kGood:
+            return "GOOD";
+        case RevState::kSuspect:
+            return "SUSPECT";
+    }
+    return "?";
+}
+
 const char *EvSet::check(const EvConfig &c, uint32_t planes) {
     if (planes == 0 || planes > kMaxPlanes) return "planes must be in [1, 8]";
     if (c.evs < planes) return "fewer EVs than planes: some plane would have no EV";
@@ -91,9 +103,13 @@ void EvSet::init(const EvConfig &cfg, uint32_t planes, uint64_t seed, EvGauges *
     for (uint32_t p = 0; p < kMaxPlanes; ++p)
         good_active_[p] = static_cast<uint16_t>(p < planes_ ? per_plane_ : 0);
     next_expiry_ns_ = UINT64_MAX;
-    for (uint32_t p = 0; p < planes_; ++p)
-        for (auto &r : reverse_[p])
-            r = draw();
+    for (uint32_t p = 0; p < kMaxPlanes; ++p) {
+        for (auto &r : reverse_[p]) {
+            r = ReverseEv{};
+            if (p < planes_) r.ev = draw();
+        }
+        reverse_cursor_[p] = reverse_last_[p] = reverse_probe_cursor_[p] = 0;
+    }
     uint32_t cap = 4;
     while (cap < 4 * total)
         cap <<= 1;
@@ -201,16 +217,21 @@ uint32_t EvSet::choose(uint64_t now_ns, uint8_t planes) {
     return pick(now_ns, cursor_, kNoEv, 0, planes);
 }
 
+uint32_t EvSet::choose_on_plane(uint64_t now_ns, uint8_t plane) {
+    const auto start = static_cast<uint32_t>(rng_.below(order_.size()));
+    return pick(now_ns, start, kNoEv, 0, static_cast<uint8_t>(1u << plane));
+}
+
 uint32_t EvSet::choose_retx(uint64_t now_ns, uint32_t avoid, uint8_t avoid_planes, uint8_t planes) {
     const uint32_t start = static_cast<uint32_t>(rng_.below(order_.size()));
     return pick(now_ns, start, avoid, avoid_planes, planes);
 }
 
-// One pass over the active set from `start`, ranking each EV; the first of
-// the best rank wins (rank 0 ends the pass at once). Ranks: 0 usable, on a
-// plane of `planes`, not avoided; 1 usable, on an avoided plane; 2 SKIP; 3
-// ASSUMED_BAD (all on planes of `planes`); 4 on another plane; the
-// avoided entry itself only when nothing else is left; DENIED never.
+// One pass over the active set from `start`, ranking each EV on a plane of
+// `planes`; the first of the best rank wins (rank 0 ends the pass at once).
+// Ranks: 0 usable, not on an avoided plane; 1 usable, on an avoided plane;
+// 2 SKIP; 3 ASSUMED_BAD; the avoided entry itself only when nothing else
+// is left; DENIED and other planes never (kNoEv when nothing is left).
 uint32_t EvSet::pick(uint64_t now_ns, uint32_t start, uint32_t avoid, uint8_t avoid_planes,
                      uint8_t planes) {
     const auto n = static_cast<uint32_t>(order_.size());
@@ -220,11 +241,9 @@ uint32_t EvSet::pick(uint64_t now_ns, uint32_t start, uint32_t avoid, uint8_t av
         if (j >= n) j -= n;
         const uint32_t i = active_[order_[j]];
         const EvEntry &e = e_[i];
-        if (e.state == EvState::kDenied) continue;
+        if (e.state == EvState::kDenied || !((planes >> e.plane) & 1)) continue;
         uint32_t rank;
-        if (!((planes >> e.plane) & 1))
-            rank = 4;
-        else if (usable_state(e, now_ns))
+        if (usable_state(e, now_ns))
             rank = ((avoid_planes >> e.plane) & 1) ? 1 : 0;
         else
             rank = e.state == EvState::kSkip ? 2 : 3;
@@ -298,6 +317,24 @@ EvTimeout EvSet::on_timeout(uint32_t i, uint64_t now_ns) {
     EvEntry &e = e_[i];
     if (e.state == EvState::kAssumedBad || e.state == EvState::kDenied)
         return EvTimeout::kAlreadyOut;
+    return retire(e, i, now_ns);
+}
+
+EvTimeout EvSet::on_loss(uint32_t i, uint64_t now_ns, bool *fresh) {
+    EvEntry &e = e_[i];
+    *fresh = e.loss_strikes == 0;
+    if (e.state == EvState::kAssumedBad || e.state == EvState::kDenied)
+        return EvTimeout::kAlreadyOut;
+    if (e.loss_strikes == 0) {
+        e.loss_strikes = 1;
+        skip(e, now_ns, cfg_.trim_skip_factor);
+        return EvTimeout::kSkipped;
+    }
+    return retire(e, i, now_ns);
+}
+
+EvTimeout EvSet::retire(EvEntry &e, uint32_t i, uint64_t now_ns) {
+    e.loss_strikes = 0;
     if (e.active) {
         const uint32_t s = good_spare(e.plane, now_ns);
         if (s != kNoEv) {
@@ -390,6 +427,75 @@ void EvSet::allow(uint32_t i, uint64_t now_ns) {
     e.probe_lost = 0;
     e.probe_at_ns = now_ns + cfg_.probe_interval_ns;
     set_state(e, EvState::kAssumedBad, now_ns);
+}
+
+uint16_t EvSet::draw_reverse() {
+    return static_cast<uint16_t>(1024 + rng_.below(65536 - 1024));
+}
+
+uint16_t EvSet::next_reverse_ev(uint8_t plane) {
+    ReverseEv *r = reverse_[plane];
+    uint32_t best = 0, best_rank = UINT32_MAX;
+    for (uint32_t k = 0; k < kReverseEvsPerPlane; ++k) {
+        const uint32_t i = (reverse_cursor_[plane] + k) % kReverseEvsPerPlane;
+        const auto rank = static_cast<uint32_t>(r[i].state);  // GOOD, UNKNOWN, SUSPECT
+        if (rank < best_rank) {
+            best = i;
+            best_rank = rank;
+            if (rank == 0) break;
+        }
+    }
+    reverse_cursor_[plane] = static_cast<uint8_t>((best + 1) % kReverseEvsPerPlane);
+    reverse_last_[plane] = static_cast<uint8_t>(best);
+    return r[best].ev;
+}
+
+void EvSet::reverse_ack_lost(uint8_t plane) {
+    ReverseEv &r = reverse_[plane][reverse_last_[plane]];
+    if (r.state == RevState::kGood || r.state == RevState::kUnknown) r.state = RevState::kSuspect;
+}
+
+bool EvSet::reverse_probe_out(uint8_t plane) const {
+    for (const ReverseEv &r : reverse_[plane])
+        if (r.probe_out) return true;
+    return false;
+}
+
+uint32_t EvSet::reverse_probe_slot(uint8_t plane) {
+    if (reverse_probe_out(plane)) return kNoEv;
+    const ReverseEv *r = reverse_[plane];
+    for (uint32_t i = 0; i < kReverseEvsPerPlane; ++i)
+        if (r[i].state == RevState::kSuspect) return i;
+    for (uint32_t i = 0; i < kReverseEvsPerPlane; ++i)
+        if (r[i].state == RevState::kUnknown) return i;
+    const uint32_t i = reverse_probe_cursor_[plane];
+    reverse_probe_cursor_[plane] = static_cast<uint8_t>((i + 1) % kReverseEvsPerPlane);
+    return i;
+}
+
+void EvSet::on_reverse_probe_sent(uint8_t plane, uint32_t slot, uint64_t now_ns) {
+    ReverseEv &r = reverse_[plane][slot];
+    r.probe_out = true;
+    ++r.probe_seq;
+    r.probe_sent_ns = now_ns;
+}
+
+bool EvSet::on_reverse_probe_reply(uint8_t plane, uint32_t slot, uint16_t seq, uint16_t ev) {
+    ReverseEv &r = reverse_[plane][slot];
+    if (!r.probe_out || r.probe_seq != seq || r.ev != ev) return false;
+    r.probe_out = false;
+    r.state = RevState::kGood;
+    return true;
+}
+
+void EvSet::on_reverse_probe_lost(uint8_t plane, uint32_t slot) {
+    ReverseEv &r = reverse_[plane][slot];
+    r.probe_out = false;
+    // A fresh EV right away: acks should not wait for the next probe round
+    // to leave a dead path.
+    r.ev = draw_reverse();
+    r.state = RevState::kUnknown;
+    ++r.replaced;
 }
 
 EvStateCounts EvSet::counts(uint64_t now_ns) const {

@@ -29,6 +29,9 @@
 //
 //   (*) TRIMMED only: a last-hop trim or a receiver-resource NACK is not
 //       the path's fault and changes nothing.
+//   A packet found lost from acks (docs/loss-recovery.md) acts as a trim
+//   NACK the first time after a delivery on the EV, and as a timeout the
+//   second time in a row.
 //   SKIP lasts skip_ns << min(level, skip_max_doublings) (x trim_skip_factor
 //   for a trim); it ends by itself (checked when the walk reaches the EV).
 //   A revived EV (ok reached `need`) returns to GOOD; a spare that revives
@@ -64,13 +67,14 @@ struct EvEntry {
     uint16_t ev = 0;  // the UDP source port
     uint8_t plane = 0;
     EvState state = EvState::kGood;
-    bool active = false;     // in the active set; otherwise a spare
-    bool probe_out = false;  // a probe on this EV awaits its reply
-    uint8_t skip_level = 0;  // marks in a row: each doubles the next skip
-    uint8_t probe_ok = 0;    // probe replies in a row while ASSUMED_BAD
-    uint8_t probe_need = 0;  // replies that revive it (grows when it flaps)
-    uint8_t probe_lost = 0;  // probes lost in a row: each doubles the next wait
-    uint16_t probe_seq = 0;  // sequence of the latest probe
+    bool active = false;       // in the active set; otherwise a spare
+    bool probe_out = false;    // a probe on this EV awaits its reply
+    uint8_t skip_level = 0;    // marks in a row: each doubles the next skip
+    uint8_t probe_ok = 0;      // probe replies in a row while ASSUMED_BAD
+    uint8_t probe_need = 0;    // replies that revive it (grows when it flaps)
+    uint8_t probe_lost = 0;    // probes lost in a row: each doubles the next wait
+    uint8_t loss_strikes = 0;  // packets lost on it since one it carried was acknowledged
+    uint16_t probe_seq = 0;    // sequence of the latest probe
     uint64_t skip_until_ns = 0;
     uint64_t since_ns = 0;     // when it entered its state
     uint64_t revived_ns = 0;   // last revival by probes (0: never)
@@ -81,8 +85,27 @@ struct EvEntry {
     uint64_t min_bad_ns = UINT64_MAX;  // shortest ASSUMED_BAD spell that ended in a revival
 };
 
-// What an ack timeout did to the EV.
-enum class EvTimeout : uint8_t { kRetired, kFloorHeld, kAlreadyOut };
+// What an ack timeout or a lost packet did to the EV.
+enum class EvTimeout : uint8_t { kRetired, kFloorHeld, kAlreadyOut, kSkipped };
+
+// Health of a reverse EV (the responder's acks and probe replies), in the
+// order acks prefer them:
+//   GOOD: a reverse probe on it was answered;
+//   UNKNOWN: not verified yet (fresh);
+//   SUSPECT: an ack it carried was evidently lost (a duplicate arrived):
+//     used only when nothing better is left, and probed next.
+// A reverse EV whose probe goes unanswered is replaced at once by a fresh
+// UNKNOWN one (there is no lasting BAD state: the slot gets a new EV).
+enum class RevState : uint8_t { kGood, kUnknown, kSuspect };
+const char *to_string(RevState s);
+struct ReverseEv {
+    uint16_t ev = 0;
+    RevState state = RevState::kUnknown;
+    bool probe_out = false;
+    uint16_t probe_seq = 0;
+    uint64_t probe_sent_ns = 0;
+    uint32_t replaced = 0;  // times this slot got a fresh EV
+};
 
 // Per-plane gauges that every QP's EV set of one endpoint keeps current,
 // for the path scorer (core/path.h): how many EVs are out of use.
@@ -126,13 +149,17 @@ class EvSet {
 
     // ---- choice ----
     // The EV for a new packet: the next GOOD one in the walk on a plane of
-    // `planes` (bit p: plane p). When none is, the least bad. kNoEv only
-    // when every active EV is DENIED.
+    // `planes` (bit p: plane p). When none is, the least bad on those
+    // planes. kNoEv when every active EV on them is DENIED: never an EV of
+    // another plane.
     uint32_t choose(uint64_t now_ns, uint8_t planes);
     // The EV for a retransmission: a random GOOD one on `planes` other than
     // `avoid` (an entry index or kNoEv), off the planes in `avoid_planes`
-    // when another plane can take it.
+    // when another plane can take it. Never off `planes`.
     uint32_t choose_retx(uint64_t now_ns, uint32_t avoid, uint8_t avoid_planes, uint8_t planes);
+    // A random usable EV of one plane (the reply to a reverse probe), or
+    // kNoEv when the plane has none that is not DENIED.
+    uint32_t choose_on_plane(uint64_t now_ns, uint8_t plane);
     // Active EV j (< per_plane()) of `plane`.
     uint32_t per_plane() const { return per_plane_; }
     uint32_t active_entry(uint8_t plane, uint32_t j) const {
@@ -145,6 +172,12 @@ class EvSet {
     bool on_ecn(uint32_t i, uint64_t now_ns);
     bool on_trim(uint32_t i, uint64_t now_ns);
     EvTimeout on_timeout(uint32_t i, uint64_t now_ns);
+    // A packet the EV carried was acknowledged / was found lost. The first
+    // loss since a delivery puts the EV in SKIP (trim_skip_factor times
+    // skip_ns: random loss costs a short detour), a second one retires it
+    // as a timeout does. *fresh: the EV had no loss since its last delivery.
+    void on_delivered(uint32_t i) { e_[i].loss_strikes = 0; }
+    EvTimeout on_loss(uint32_t i, uint64_t now_ns, bool *fresh);
     // A probe on entry i was sent / answered / given up. on_probe_reply
     // returns true when the reply revived the EV. After a lost probe the
     // next waits probe_interval_ns << min(lost in a row, max doublings).
@@ -167,23 +200,27 @@ class EvSet {
     }
     EvStateCounts counts(uint64_t now_ns) const;
 
-    // ---- reverse EVs: the QP's acks ----
+    // ---- reverse EVs: the QP's acks and probe replies ----
     // The EV for this QP's next ack on `plane`: acks rotate over a small
-    // reverse set per plane, so one dead path cannot silence them all.
-    uint16_t next_reverse_ev(uint8_t plane) {
-        const uint32_t i = reverse_cursor_[plane];
-        reverse_cursor_[plane] = static_cast<uint8_t>((i + 1) % kReverseEvsPerPlane);
-        return reverse_[plane][i];
-    }
-    uint16_t reverse_ev(uint8_t plane, uint32_t i) const { return reverse_[plane][i]; }
-    // The last ack on `plane` was evidently lost (a duplicate arrived):
-    // replace the reverse EV it used with a fresh one, so acks find a way
-    // around a dead path even when every reverse EV hashed onto it.
-    void refresh_last_reverse_ev(uint8_t plane) {
-        const uint32_t last =
-            (reverse_cursor_[plane] + kReverseEvsPerPlane - 1) % kReverseEvsPerPlane;
-        reverse_[plane][last] = static_cast<uint16_t>(1024 + rng_.below(65536 - 1024));
-    }
+    // reverse set per plane, GOOD ones first, then UNKNOWN, then SUSPECT.
+    uint16_t next_reverse_ev(uint8_t plane);
+    const ReverseEv &reverse(uint8_t plane, uint32_t slot) const { return reverse_[plane][slot]; }
+    uint16_t reverse_ev(uint8_t plane, uint32_t slot) const { return reverse_[plane][slot].ev; }
+    // The slot of `plane` the last next_reverse_ev() took.
+    uint32_t last_reverse_slot(uint8_t plane) const { return reverse_last_[plane]; }
+    // A duplicate arrived on `plane`: the last ack sent there was evidently
+    // lost; its reverse EV becomes SUSPECT (and is probed next).
+    void reverse_ack_lost(uint8_t plane);
+    // The reverse slot of `plane` to probe next (SUSPECT ones first, then
+    // UNKNOWN ones, then GOOD ones in turn), or
+    // kNoEv while a probe of the plane is out.
+    uint32_t reverse_probe_slot(uint8_t plane);
+    void on_reverse_probe_sent(uint8_t plane, uint32_t slot, uint64_t now_ns);
+    // True when the reply matches the outstanding probe (the EV is GOOD now).
+    bool on_reverse_probe_reply(uint8_t plane, uint32_t slot, uint16_t seq, uint16_t ev);
+    // Unanswered: the slot gets a fresh UNKNOWN EV at once.
+    void on_reverse_probe_lost(uint8_t plane, uint32_t slot);
+    bool reverse_probe_out(uint8_t plane) const;
     static constexpr uint32_t kReverseEvsPerPlane = 4;
 
   private:
@@ -198,6 +235,8 @@ class EvSet {
     uint32_t slot_of(uint32_t i) const;
     uint32_t pick(uint64_t now_ns, uint32_t start, uint32_t avoid, uint8_t avoid_planes,
                   uint8_t planes);
+    uint16_t draw_reverse();
+    EvTimeout retire(EvEntry &e, uint32_t i, uint64_t now_ns);
 
     EvConfig cfg_;
     std::vector<EvEntry> e_;
@@ -216,8 +255,10 @@ class EvSet {
     uint16_t good_active_[kMaxPlanes] = {};
     uint64_t next_expiry_ns_ = UINT64_MAX;
     EvGauges *gauges_ = nullptr;
-    uint16_t reverse_[kMaxPlanes][kReverseEvsPerPlane] = {};
+    ReverseEv reverse_[kMaxPlanes][kReverseEvsPerPlane] = {};
     uint8_t reverse_cursor_[kMaxPlanes] = {};
+    uint8_t reverse_last_[kMaxPlanes] = {};  // slot of the last ack sent on the plane
+    uint8_t reverse_probe_cursor_[kMaxPlanes] = {};
     Rng rng_;
 };
 

@@ -68,6 +68,7 @@ void Qp::set_plane_reason(uint8_t plane, uint8_t reason, bool on, uint64_t now_n
 }
 
 void Qp::update_usable(uint64_t now_ns) {
+    retx_blocked_ = false;  // a resend that found no EV may find one now
     uint8_t m = 0;
     for (uint8_t p = 0; p < peer_.planes; ++p)
         if (plane_[p].down == 0) m |= static_cast<uint8_t>(1u << p);
@@ -128,33 +129,37 @@ void Qp::ev_feedback(uint32_t i, bool ecn, uint32_t rtt_ns, uint64_t now_ns) {
     }
 }
 
-void Qp::on_ev_timeout(TxSlot &s, uint64_t now_ns) {
+void Qp::on_path_loss(TxSlot &s, bool timeout, uint64_t now_ns) {
     const uint32_t i = s.ev_idx;
     const uint8_t plane = evs_.entry(i).plane;
-    ++ep_->plane_ctr_[plane].ack_timeouts;
-    switch (evs_.on_timeout(i, now_ns)) {
+    bool fresh = true;
+    switch (timeout ? evs_.on_timeout(i, now_ns) : evs_.on_loss(i, now_ns, &fresh)) {
         case EvTimeout::kRetired:
             ++ctr_.ev_retired;
             break;
         case EvTimeout::kFloorHeld:
             ++ctr_.ev_floor_holds;
             break;
+        case EvTimeout::kSkipped:
+            ++ctr_.ev_skips;
+            break;
         case EvTimeout::kAlreadyOut:
             return;  // a second packet on an EV already out counts once
     }
     PlaneHealth &h = plane_[plane];
     // Only a packet sent after the latest one the plane delivered says the
-    // plane may be down: packets sent together also time out together.
-    if (s.sent_ns > h.ok_sent_ns) {
-        if (h.timeouts == 0 || s.sent_ns < h.fail_sent_ns) h.fail_sent_ns = s.sent_ns;
-        if (h.timeouts < UINT8_MAX) ++h.timeouts;
+    // plane may be down (packets sent together also get lost together), and
+    // only once per EV: losses of distinct EVs are what fail a plane.
+    if (fresh && s.sent_ns > h.ok_sent_ns) {
+        if (h.losses == 0 || s.sent_ns < h.fail_sent_ns) h.fail_sent_ns = s.sent_ns;
+        if (h.losses < UINT8_MAX) ++h.losses;
     }
     bool all_out = true;
     for (uint32_t j = 0; j < evs_.per_plane() && all_out; ++j) {
         const EvState st = evs_.entry(evs_.active_entry(plane, j)).state;
         all_out = st == EvState::kAssumedBad || st == EvState::kDenied;
     }
-    if (h.timeouts >= cfg_.ev.plane_fail_timeouts || all_out)
+    if (h.losses >= cfg_.ev.plane_fail_timeouts || all_out)
         set_plane_reason(plane, kPlaneFailed, true, now_ns);
     update_usable(now_ns);
 }
@@ -162,7 +167,7 @@ void Qp::on_ev_timeout(TxSlot &s, uint64_t now_ns) {
 void Qp::plane_delivered(uint8_t plane, uint64_t sent_ns) {
     PlaneHealth &h = plane_[plane];
     if (sent_ns > h.ok_sent_ns) h.ok_sent_ns = sent_ns;
-    if (h.timeouts && sent_ns >= h.fail_sent_ns) h.timeouts = 0;  // sent later, got through
+    if (h.losses && sent_ns >= h.fail_sent_ns) h.losses = 0;  // sent later, got through
 }
 
 void Qp::set_ev_denied(uint16_t ev, bool denied, uint64_t now_ns) {
@@ -182,9 +187,18 @@ void Qp::set_ev_denied(uint16_t ev, bool denied, uint64_t now_ns) {
 
 // ---- probes ---------------------------------------------------------------------
 
+// A probe is answered at once: lost when its reply is later than two
+// smoothed RTTs and four variations (adaptive), or the fixed ack timeout.
 uint64_t Qp::probe_timeout_ns() const {
-    return cfg_.ev.probe_timeout_ns ? cfg_.ev.probe_timeout_ns
-                                    : ack_timeout_ns(cfg_.retry.timeout_exp);
+    if (cfg_.ev.probe_timeout_ns) return cfg_.ev.probe_timeout_ns;
+    if (!cfg_.retry.adaptive) return ack_timeout_ns(cfg_.retry.timeout_exp);
+    uint64_t t = 0;
+    for (uint8_t p = 0; p < peer_.planes; ++p) {
+        const PlaneRtt &r = timing_[p].rtt;
+        if (r.has_sample()) t = std::max(t, 2 * r.srtt_ns() + 4 * r.rttvar_ns());
+    }
+    if (t == 0) return rto_ns(0);  // nothing measured yet
+    return std::max(t, 2 * cfg_.loss.min_reo_wnd_ns);
 }
 
 bool Qp::wants_plane_probe(uint8_t plane) const {
@@ -306,9 +320,15 @@ uint32_t Qp::emit_probes(TxPacket *out, uint32_t max, uint64_t now_ns) {
     return n;
 }
 
-void Qp::on_probe_reply(const wire::MrcPacket &p, uint64_t now_ns) {
+void Qp::on_probe_reply(const wire::MrcPacket &p, uint8_t plane_in, uint64_t now_ns) {
     ++ctr_.rx_probe_replies;
+    const uint8_t flags = p.probe->flags;
+    if (flags & wire::kProbeReverse) return on_reverse_probe_reply(p, plane_in, now_ns);
     if (state_ != QpState::kRts) return;
+    if (flags & wire::kProbeKeepalive) {
+        ++ctr_.rx_keepalive_replies;  // heard: that is all it is for
+        return;
+    }
     const uint32_t id = p.probe->probe_id.get();
     const uint32_t i = id >> 16;
     if (i >= evs_.size() || !evs_.entry(i).probe_out || evs_.entry(i).probe_seq != (id & 0xffff) ||
@@ -320,6 +340,7 @@ void Qp::on_probe_reply(const wire::MrcPacket &p, uint64_t now_ns) {
     const uint8_t plane = evs_.entry(i).plane;
     const uint64_t sent_ns = evs_.entry(i).probe_at_ns;  // while out: when it was sent
     ++ep_->plane_ctr_[plane].probes_ok;
+    if (now_ns > sent_ns) rtt_sample(plane, now_ns - sent_ns, true);
     if (evs_.on_probe_reply(i, now_ns)) ++ctr_.ev_revived;
     PlaneHealth &h = plane_[plane];
     plane_delivered(plane, sent_ns);
@@ -332,6 +353,90 @@ void Qp::on_probe_reply(const wire::MrcPacket &p, uint64_t now_ns) {
     apply_peer_status(p.probe->plane_status, now_ns);
     update_usable(now_ns);
     if (has_tx_work(now_ns)) became_ready();
+}
+
+// ---- the responder's reverse EVs ----------------------------------------------------
+
+// About once per RTT (the QP's own measure, else the probe interval), never
+// more often than reverse_probe_min_ns.
+uint64_t Qp::reverse_cadence_ns() const {
+    const uint64_t srtt = srtt_max_ns();
+    return std::max(cfg_.ev.reverse_probe_min_ns, srtt ? srtt : cfg_.ev.probe_interval_ns);
+}
+
+// Probing runs while data arrives (within the last 16 cadences) and
+// whenever a reverse probe is out (to give it up in time).
+uint64_t Qp::reverse_probe_due_ns() const {
+    if (state_ != QpState::kRtr && state_ != QpState::kRts) return UINT64_MAX;
+    if (cfg_.ev.reverse_probe_min_ns == 0) return UINT64_MAX;
+    uint64_t due = UINT64_MAX;
+    const uint64_t timeout = probe_timeout_ns();
+    for (uint8_t p = 0; p < peer_.planes; ++p)
+        for (uint32_t k = 0; k < EvSet::kReverseEvsPerPlane; ++k) {
+            const ReverseEv &r = evs_.reverse(p, k);
+            if (r.probe_out) due = std::min(due, r.probe_sent_ns + timeout);
+        }
+    if (last_data_rx_ns_ != 0 && reverse_next_ns_ < last_data_rx_ns_ + 16 * reverse_cadence_ns())
+        due = std::min(due, reverse_next_ns_);
+    return due;
+}
+
+void Qp::expire_reverse_probes(uint64_t now_ns) {
+    const uint64_t timeout = probe_timeout_ns();
+    for (uint8_t p = 0; p < peer_.planes; ++p)
+        for (uint32_t k = 0; k < EvSet::kReverseEvsPerPlane; ++k) {
+            const ReverseEv &r = evs_.reverse(p, k);
+            if (r.probe_out && now_ns >= r.probe_sent_ns + timeout) {
+                evs_.on_reverse_probe_lost(p, k);
+                ++ctr_.reverse_evs_replaced;
+            }
+        }
+}
+
+uint32_t Qp::emit_reverse_probes(TxPacket *out, uint32_t max, uint64_t now_ns) {
+    expire_reverse_probes(now_ns);
+    if (max == 0 || cfg_.ev.reverse_probe_min_ns == 0 || last_data_rx_ns_ == 0 ||
+        now_ns < reverse_next_ns_ || now_ns >= last_data_rx_ns_ + 16 * reverse_cadence_ns())
+        return 0;
+    reverse_next_ns_ = now_ns + reverse_cadence_ns();
+    // The planes acks may take, in turn.
+    const uint8_t planes = usable_mask_ ? usable_mask_ : allowed_planes();
+    for (uint8_t k = 0; k < peer_.planes; ++k) {
+        const auto plane = static_cast<uint8_t>((reverse_plane_cursor_ + k) % peer_.planes);
+        if (!((planes >> plane) & 1)) continue;
+        const uint32_t sl = evs_.reverse_probe_slot(plane);
+        if (sl == kNoEv) continue;  // one is out on this plane
+        reverse_plane_cursor_ = static_cast<uint8_t>((plane + 1) % peer_.planes);
+        evs_.on_reverse_probe_sent(plane, sl, now_ns);
+        const ReverseEv &r = evs_.reverse(plane, sl);
+        wire::ProbeFields f;
+        f.reply = false;
+        f.flags = wire::kProbeReverse;
+        f.dst_qpn = peer_.dst_qpn;
+        f.probe_id = (uint32_t{plane} << 24) | (sl << 16) | r.probe_seq;
+        f.ev = r.ev;
+        f.ts = static_cast<uint32_t>(now_ns);
+        f.plane_status = advertised_status();
+        control_packet(out[0], plane, wire::write_probe(out[0].hdr, peer_.path[plane], r.ev, f));
+        ++ctr_.tx_reverse_probes;
+        return 1;
+    }
+    return 0;
+}
+
+void Qp::on_reverse_probe_reply(const wire::MrcPacket &p, uint8_t plane_in, uint64_t now_ns) {
+    const uint32_t id = p.probe->probe_id.get();
+    const uint32_t plane = id >> 24, sl = (id >> 16) & 0xff;
+    if (plane >= peer_.planes || sl >= EvSet::kReverseEvsPerPlane || plane != plane_in ||
+        !evs_.on_reverse_probe_reply(uint8_t(plane), sl, uint16_t(id & 0xffff),
+                                     p.probe->ev.get())) {
+        ++ctr_.rx_probe_replies_stale;
+        return;
+    }
+    ++ctr_.reverse_probes_ok;
+    if (const uint32_t ts = p.probe->ts.get(); ts != 0)
+        rtt_sample(uint8_t(plane), static_cast<uint32_t>(now_ns) - ts, true);
+    apply_peer_status(p.probe->plane_status, now_ns);
 }
 
 }  // namespace mrc

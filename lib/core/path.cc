@@ -43,7 +43,7 @@ const PathTable &PathScorer::update(uint64_t /*now_ns*/, const PlaneCounters *c,
         const uint64_t delivered = d(now.acked_pkts, before.acked_pkts);
         const uint64_t ecn = d(now.rx_ecn_echoes, before.rx_ecn_echoes);
         const uint64_t trims = d(now.rx_trims, before.rx_trims);
-        const uint64_t timeouts = d(now.ack_timeouts, before.ack_timeouts);
+        const uint64_t losses = d(now.lost_pkts, before.lost_pkts);
         const uint64_t probes_ok = d(now.probes_ok, before.probes_ok);
         const uint64_t probes_lost = d(now.probes_lost, before.probes_lost);
         const uint64_t probes_sent = d(now.tx_probes, before.tx_probes);
@@ -56,22 +56,24 @@ const PathTable &PathScorer::update(uint64_t /*now_ns*/, const PlaneCounters *c,
         if (acks) blend(s.ecn_fraction, double(ecn) / double(acks));
         if (tx) {
             blend(s.trim_fraction, double(trims) / double(tx));
-            blend(s.timeout_fraction, double(timeouts) / double(tx));
+            blend(s.loss_fraction, double(losses) / double(tx));
         }
         if (tx_all) s.tx_share = (1 - w) * s.tx_share + w * double(tx) / double(tx_all);
         s.evs_assumed_bad = g.assumed_bad[p];
         s.evs_denied = g.denied[p];
 
         const uint8_t bit = static_cast<uint8_t>(1u << p);
-        // Timeouts of this period or the one before (the last packets sent
+        // Losses of this period or the one before (the last packets sent
         // before a failure are still being acked in the period its first
-        // timeouts come in), and now nothing sent or probed gets through.
-        const bool failing_acks = timeouts + prev_timeouts_[p] >= cfg_.down_timeouts &&
-                                  delivered == 0 && probes_ok == 0 && tx + probes_sent > 0;
-        prev_timeouts_[p] = timeouts;
+        // losses come in), and now nothing sent or probed gets through.
+        const bool failing_acks = losses + prev_losses_[p] >= cfg_.down_losses && delivered == 0 &&
+                                  probes_ok == 0 && tx + probes_sent > 0;
+        prev_losses_[p] = losses;
         const bool failing_evs = g.total[p] > 0 && double(g.assumed_bad[p] + g.denied[p]) >=
                                                        cfg_.fail_fraction * double(g.total[p]);
-        if (!(down & bit)) {
+        if (table_.denied_mask & bit) {
+            // The operator's: its EVs count as denied, nothing to judge.
+        } else if (!(down & bit)) {
             if (failing_acks || failing_evs) {
                 down |= bit;
                 ++s.down_events;

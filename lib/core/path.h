@@ -12,16 +12,19 @@
 // Plane verdicts. Rows: the plane's state in the table; columns: what one
 // period's counters say.
 //
-//   state  | >= down_timeouts timeouts in two  | >= fail_fraction of its EVs | >= up_probe_replies
-//   probe   | operator deny | operator allow
-//          | periods, then packets or probes   | ASSUMED_BAD or DENIED       | replies and none
-//          lost       |               | | sent and nothing acked or answered| | |               |
-//   -------+-----------------------------------+-----------------------------+-----------------------------+---------------+---------------
-//   UP     | DOWN                              | DOWN                        | UP | DENIED        |
-//   - DOWN   | DOWN                              | DOWN                        | UP | DENIED | -
-//   DENIED | DENIED                            | DENIED                      | DENIED | DENIED | UP
-//   (QPs probe it first)
+// clang-format off
+//   state  | >= down_losses losses in two     | >= fail_fraction of | >= up_probe_replies  | operator | operator
+//          | periods, then packets or probes  | its EVs ASSUMED_BAD | probe replies and    | deny     | allow
+//          | sent and nothing acked/answered  | or DENIED           | none lost            |          |
+//   -------+----------------------------------+---------------------+----------------------+----------+-----------------
+//   UP     | DOWN                             | DOWN                | UP                   | DENIED   | -
+//   DOWN   | DOWN                             | DOWN                | UP                   | DENIED   | -
+//   DENIED | DENIED                           | DENIED              | DENIED               | DENIED   | UP (QPs probe it first)
+// clang-format on
 //
+// Losses are packets found lost from acks or by a timeout (PlaneCounters
+// lost_pkts). A denied plane's EVs all count as DENIED in the gauges; the
+// scorer does not judge a plane while it is denied.
 // A plane whose link is down is left by the endpoint itself; the scorer
 // reports it (state LINK_DOWN) but does not need to publish it.
 #pragma once
@@ -54,7 +57,7 @@ struct PathTable {
 
 struct ScorerConfig {
     uint64_t period_ns = 50'000;  // how often the control thread scores
-    uint32_t down_timeouts = 3;
+    uint32_t down_losses = 3;
     double fail_fraction = 0.75;
     uint32_t up_probe_replies = 3;
     double ewma_weight = 0.25;  // of the latest period in the reported averages
@@ -63,11 +66,11 @@ struct ScorerConfig {
 // One plane's aggregates, for operators and reports (EWMA over periods).
 struct PlaneScore {
     PlaneState state = PlaneState::kUp;
-    double rtt_ns = 0;            // mean RTT of acks echoing its EVs
-    double ecn_fraction = 0;      // acks with an ECN echo / acks
-    double trim_fraction = 0;     // trim NACKs / data packets sent
-    double timeout_fraction = 0;  // ack timeouts / data packets sent
-    double tx_share = 0;          // its data packets / all data packets sent
+    double rtt_ns = 0;         // mean RTT of acks echoing its EVs
+    double ecn_fraction = 0;   // acks with an ECN echo / acks
+    double trim_fraction = 0;  // trim NACKs / data packets sent
+    double loss_fraction = 0;  // packets found lost / data packets sent
+    double tx_share = 0;       // its data packets / all data packets sent
     int32_t evs_assumed_bad = 0;
     int32_t evs_denied = 0;
     uint32_t down_events = 0;  // times the scorer took it down
@@ -98,7 +101,7 @@ class PathScorer {
     uint8_t planes_;
     bool have_prev_ = false;
     PlaneCounters prev_[kMaxPlanes];
-    uint64_t prev_timeouts_[kMaxPlanes] = {};  // in the period before the last
+    uint64_t prev_losses_[kMaxPlanes] = {};  // in the period before the last
     PlaneScore score_[kMaxPlanes];
     PathTable table_;
 };

@@ -38,6 +38,8 @@ const char *to_string(WcStatus s) {
             return "remote protocol error";
         case WcStatus::kFlushed:
             return "flushed";
+        case WcStatus::kPeerUnreachable:
+            return "peer unreachable";
     }
     return "?";
 }
@@ -66,9 +68,6 @@ Result<void> Qp::to_init(uint32_t pd) {
     slot_mask_ = slots - 1;
     retx_now_.init(slots);
     retx_later_.init(slots);
-    send_log_.init(4 * slots);
-    backoff_.clear();
-    backoff_.reserve(slots);
     send_cq_.init(sq);
     rwin_pkts_ = uint32_t{cfg_.mpr_units} * wire::kPsnsPerWindowUnit;
     rwin_mask_ = rwin_pkts_ - 1;  // a power of two only when mpr_units is; see below
@@ -77,6 +76,7 @@ Result<void> Qp::to_init(uint32_t pd) {
         rwin_mask_ = rwin_pkts_ - 1;
     }
     rcv_bits_.assign(rwin_pkts_ / 64, 0);
+    unrep_bits_.assign(rwin_pkts_ / 64, 0);
     imm_bits_.assign(rwin_pkts_ / 64, 0);
     imm_vals_.assign(rwin_pkts_, ImmEntry{});
     nack_q_.init(64);
@@ -112,6 +112,8 @@ Result<void> Qp::to_rtr(const QpPeer &peer, Psn expected_psn) {
     planes_dirty_ = true;
     probe_due_ns_ = UINT64_MAX;
     probes_in_window_ = 0;
+    for (auto &t : timing_)
+        t = PlaneTiming{};
     sync_planes(0);
     epsn_ = deliver_psn_ = max_seen_ = expected_psn;
     state_ = QpState::kRtr;
@@ -123,7 +125,18 @@ Result<void> Qp::to_rts(Psn send_psn) {
     snd_una_ = snd_nxt_ = send_psn;
     // Until the peer says otherwise, assume it has the window we have.
     peer_window_pkts_ = rwin_pkts_;
+    tx_head_ = tx_tail_ = kNil;
+    rack_valid_ = false;
+    rack_timer_ns_ = UINT64_MAX;
+    rto_backoff_ = 0;
+    tail_probe_out_ = false;
+    retx_blocked_ = false;
+    // Liveness counts from now: the peer has all of peer_timeout_ns to speak.
+    const uint64_t now_ns = ep_->now_ns();
+    last_heard_ns_ = keepalive_sent_ns_ = last_progress_ns_ = now_ns;
+    keepalive_due_ = false;
     state_ = QpState::kRts;
+    rearm(now_ns);
     return {};
 }
 
@@ -149,8 +162,9 @@ void Qp::fail(WcStatus cause) {
     sq_head_ = sq_seg_ = sq_tail_;
     retx_now_.clear();
     retx_later_.clear();
-    send_log_.clear();
-    backoff_.clear();
+    tx_head_ = tx_tail_ = kNil;
+    rack_timer_ns_ = UINT64_MAX;
+    keepalive_due_ = false;
     nack_q_.clear();
     probe_q_.clear();
     probes_out_.clear();
@@ -246,10 +260,13 @@ void Qp::control_packet(TxPacket &t, uint8_t plane, uint16_t hdr_len) const {
 bool Qp::has_tx_work(uint64_t now_ns) const {
     if (state_ != QpState::kRtr && state_ != QpState::kRts) return false;
     if (ack_due_now_ || ack_copies_ || !nack_q_.empty() || !probe_q_.empty()) return true;
+    if (reverse_probe_due_ns() <= now_ns) return true;
     if (state_ != QpState::kRts) return false;
-    if (probe_due_ns_ <= now_ns) return true;
-    if (!retx_now_.empty()) return true;
-    if (!retx_later_.empty() && retx_later_.front().due_ns <= now_ns) return true;
+    if (keepalive_due_ || probe_due_ns_ <= now_ns) return true;
+    if (!retx_blocked_) {
+        if (!retx_now_.empty()) return true;
+        if (!retx_later_.empty() && retx_later_.front().due_ns <= now_ns) return true;
+    }
     return sq_seg_ != sq_tail_ && can_send_new();
 }
 
@@ -282,16 +299,23 @@ uint32_t Qp::emit(TxPacket *out, uint32_t max, uint64_t now_ns, uint8_t tx_plane
         const ProbeEntry &e = probe_q_.front();
         wire::ProbeFields f;
         f.reply = true;
+        f.flags = e.flags;
         f.dst_qpn = peer_.dst_qpn;
         f.probe_id = e.id;
         f.ev = e.ev;
         f.ts = e.ts;
         f.plane_status = status;
-        // On the plane the probe came in on, whatever else: that is what it tests.
+        // On the plane the probe came in on, whatever else: that is what it
+        // tests. A reverse probe tests the prober's ack EV: the answer takes
+        // one of this QP's GOOD forward EVs, not a reverse EV of unknown health.
+        uint16_t ev = 0;
+        if (e.flags & wire::kProbeReverse) {
+            const uint32_t i = evs_.choose_on_plane(now_ns, e.plane);
+            if (i != kNoEv) ev = evs_.entry(i).ev;
+        }
+        if (ev == 0) ev = evs_.next_reverse_ev(e.plane);
         TxPacket &t = out[n++];
-        control_packet(
-            t, e.plane,
-            wire::write_probe(t.hdr, peer_.path[e.plane], evs_.next_reverse_ev(e.plane), f));
+        control_packet(t, e.plane, wire::write_probe(t.hdr, peer_.path[e.plane], ev, f));
         probe_q_.pop();
         ++ctr_.tx_probe_replies;
     }
@@ -301,31 +325,45 @@ uint32_t Qp::emit(TxPacket *out, uint32_t max, uint64_t now_ns, uint8_t tx_plane
     for (; n < max && ack_copies_ > 0; --ack_copies_) {
         TxPacket &t = out[n++];
         const uint8_t p = last_sack_plane_;
-        control_packet(t, p,
-                       wire::write_sack(t.hdr, peer_.path[p], evs_.next_reverse_ev(p), last_sack_));
+        const uint16_t ev = evs_.reverse_ev(
+            p, (evs_.last_reverse_slot(p) + ack_copies_) % EvSet::kReverseEvsPerPlane);
+        control_packet(t, p, wire::write_sack(t.hdr, peer_.path[p], ev, last_sack_));
         ++ctr_.tx_ack_copies;
     }
+    if (n < max && reverse_probe_due_ns() <= now_ns)
+        n += emit_reverse_probes(out + n, max - n, now_ns);
     if (state_ == QpState::kRts) {
+        if (n < max && keepalive_due_) send_keepalive(out[n++], now_ns);
         if (probe_due_ns_ <= now_ns) n += emit_probes(out + n, max - n, now_ns);
-        // Retransmissions before new data.
-        while (n < max && !retx_now_.empty()) {
+        // Retransmissions before new data. One that finds no EV it may take
+        // (every allowed plane's EVs denied) waits for the planes to change.
+        auto resend = [&](Psn p) {
+            TxSlot &s = slot(p);
+            s.queued = false;
+            if (emit_data(out[n], p, s.pending, now_ns)) {
+                ++n;
+                return true;
+            }
+            s.queued = true;
+            retx_now_.try_push(p.value());
+            retx_blocked_ = true;
+            return false;
+        };
+        while (n < max && !retx_blocked_ && !retx_now_.empty()) {
             const Psn p(retx_now_.front());
             retx_now_.pop();
-            if (!in_flight(p)) continue;  // its slot may hold a newer PSN now
-            slot(p).queued = false;
-            if (slot(p).acked) continue;
-            if (emit_data(out[n], p, true, now_ns)) ++n;
+            if (!in_flight(p) || slot(p).acked) continue;  // its slot may hold a newer PSN now
+            if (!resend(p)) break;
         }
-        while (n < max && !retx_later_.empty() && retx_later_.front().due_ns <= now_ns) {
+        while (n < max && !retx_blocked_ && !retx_later_.empty() &&
+               retx_later_.front().due_ns <= now_ns) {
             const Psn p(retx_later_.front().psn);
             retx_later_.pop();
-            if (!in_flight(p)) continue;  // its slot may hold a newer PSN now
-            slot(p).queued = false;
-            if (slot(p).acked) continue;
-            if (emit_data(out[n], p, true, now_ns)) ++n;
+            if (!in_flight(p) || slot(p).acked) continue;
+            if (!resend(p)) break;
         }
         while (n < max && sq_seg_ != sq_tail_ && can_send_new(tx_planes)) {
-            if (!emit_data(out[n], snd_nxt_, false, now_ns, tx_planes)) break;
+            if (!emit_data(out[n], snd_nxt_, TxKind::kFirst, now_ns, tx_planes)) break;
             ++n;
         }
     }
@@ -339,34 +377,33 @@ void Qp::on_timer(uint64_t now_ns) {
         ack_due_now_ = true;
         ack_trigger_.flags |= wire::kAckDelayed;  // its RTT includes the wait: not for CC
     }
+    expire_reverse_probes(now_ns);
     if (state_ == QpState::kRts) {
-        check_timeouts(now_ns);
+        // Each can fail the QP (a retry budget or the peer's silence).
+        if (now_ns >= rack_timer_ns_) detect_losses(now_ns);
+        if (state_ == QpState::kRts && now_ns >= rto_deadline_ns()) on_rto(now_ns);
+        if (state_ == QpState::kRts && now_ns >= tlp_deadline_ns()) send_tail_probe(now_ns);
         if (state_ == QpState::kRts && probe_due_ns_ <= now_ns) expire_probes(now_ns);
+        if (state_ == QpState::kRts && now_ns >= liveness_deadline_ns()) check_liveness(now_ns);
     }
-    if (state_ != QpState::kRtr && state_ != QpState::kRts)
-        return;  // a timeout may have failed the QP
+    if (state_ != QpState::kRtr && state_ != QpState::kRts) return;
     if (has_tx_work(now_ns)) became_ready();
     rearm(now_ns);
 }
 
-// Arms the QP's one timer at its earliest deadline: a delayed ack, the ack
-// timeout of the oldest transmission, a packet in backoff, a delayed
-// retransmission, or a probe to send or give up on. Early is harmless: on_timer re-arms.
+// Arms the QP's one timer at its earliest deadline: a delayed ack, a
+// transmission becoming late enough to be lost, the tail-loss probe, the
+// retransmission timeout, a delayed retransmission, a probe to send or
+// give up on, a reverse probe, or liveness. Early is harmless: on_timer
+// re-arms.
 void Qp::rearm(uint64_t now_ns) {
     uint64_t t = UINT64_MAX;
     if (ack_pending_ && !ack_due_now_) t = std::min(t, ack_deadline_ns_);
+    t = std::min(t, reverse_probe_due_ns());
     if (state_ == QpState::kRts) {
-        while (!send_log_.empty()) {
-            const LogEntry &e = send_log_.front();
-            const Psn p(e.psn);
-            if (in_flight(p) && !slot(p).acked && slot(p).tx_seq == e.tx_seq) break;
-            send_log_.pop();  // acknowledged or superseded by a later transmission
-        }
-        if (!send_log_.empty()) t = std::min(t, send_log_.front().deadline_ns);
-        for (const uint32_t v : backoff_)
-            t = std::min(t, slot(Psn(v)).deadline_ns);
+        t = std::min({t, rack_timer_ns_, rto_deadline_ns(), tlp_deadline_ns(),
+                      liveness_deadline_ns(), probe_due_ns_});
         if (!retx_later_.empty()) t = std::min(t, retx_later_.front().due_ns);
-        t = std::min(t, probe_due_ns_);
     }
     if (t == UINT64_MAX) {
         ep_->cancel_timer(*this);

@@ -15,8 +15,9 @@
 //   RTS   |  error  |  error |  error |  ERROR          | RESET   | accepted     | kOk
 //   ERROR |  error  |  error |  error |  ERROR          | RESET   | dropped      | kNotReady
 //
-//   (*) a packet's retry budget exhausted (timeouts or NACKs), a NACK that
-//       says REMOTE_ACCESS or UNEXPECTED, or to_error(). Entering ERROR
+//   (*) a packet's retry budget exhausted (timeouts and losses, or NACKs),
+//       a NACK that says REMOTE_ACCESS or UNEXPECTED, the peer silent for
+//       the liveness timeout, or to_error(). Entering ERROR
 //       completes every outstanding work request with an error status (the
 //       one that caused it first, with the cause) and stops all sending.
 //       "error" in the table: the call returns an Error, state unchanged.
@@ -34,6 +35,7 @@
 #include "core/memory.h"
 #include "core/psn.h"
 #include "core/ring.h"
+#include "core/rtt.h"
 #include "wire/mrc.h"
 
 namespace mrc {
@@ -45,11 +47,12 @@ const char *to_string(QpState s);
 
 enum class WcStatus : uint8_t {
     kSuccess,
-    kRetryExceeded,        // ack timeouts exhausted the retry budget
+    kRetryExceeded,        // timeouts and losses of one packet exhausted the retry budget
     kNackRetryExceeded,    // a packet was NACKed more often than nack_retry_limit
     kRemoteAccessError,    // the responder refused the key, address or length
     kRemoteProtocolError,  // the responder answered UNEXPECTED
     kFlushed,              // outstanding when the QP entered ERROR
+    kPeerUnreachable,      // nothing heard from the peer for the liveness timeout
 };
 const char *to_string(WcStatus s);
 
@@ -143,6 +146,16 @@ class Qp {
     // The operator's DENIED state for one EV (through the path table).
     void set_ev_denied(uint16_t ev, bool denied, uint64_t now_ns);
 
+    // ---- loss recovery (loss.cc, docs/loss-recovery.md) ----
+    // RTT knowledge of one plane (samples from acks and probe replies).
+    const PlaneRtt &rtt(uint8_t plane) const { return timing_[plane].rtt; }
+    // The plane's retransmission timeout now, before any back-off.
+    uint64_t rto_ns(uint8_t plane) const;
+    // The reorder window loss detection allows on the plane now.
+    uint64_t reorder_window_ns(uint8_t plane, uint64_t now_ns) const;
+    // When something was last heard from the peer (any valid packet).
+    uint64_t last_heard_ns() const { return last_heard_ns_; }
+
     // Reasons a QP leaves a plane. Link, table and denied come from the
     // endpoint; peer from the plane-status bitmap in the peer's acks; failed
     // from this QP's own ack timeouts; verify is set when any other reason
@@ -166,31 +179,45 @@ class Qp {
         uint32_t npkts = 0;
         uint32_t sent_pkts = 0;  // segmented so far
     };
+    // Why the latest transmission of a PSN left.
+    enum class TxKind : uint8_t { kFirst, kNack, kLoss, kTailProbe, kTimeout };
+    static constexpr uint32_t kNil = UINT32_MAX;
     // Per outstanding PSN in [snd_una, snd_nxt).
     struct TxSlot {
         uint32_t wr = 0;  // index into sq_ (absolute, masked on use)
         uint32_t msg_offset = 0;
         uint32_t len = 0;
-        uint32_t tx_seq = 0;  // bumped on each transmission; matches send-log entries
-        uint16_t ev_idx = 0;  // entry of the EV set that carried the latest transmission
+        // The send-order list of transmissions awaiting their ack (PSN
+        // values, kNil at the ends): a PSN is on it while its latest
+        // transmission may still be acknowledged and it is not queued.
+        uint32_t prev = kNil;
+        uint32_t next = kNil;
+        uint32_t tx_order = 0;  // the QP's transmission count when it last left
+        uint16_t ev_idx = 0;    // entry of the EV set that carried the latest transmission
         uint8_t plane = 0;
-        uint8_t timeouts = 0;
+        uint8_t prev_plane = 0;  // plane of the transmission before the latest
+        uint8_t retries = 0;     // resends after a timeout or a loss: the retry budget
         uint16_t nacks = 0;
+        TxKind kind = TxKind::kFirst;     // of the latest transmission
+        TxKind pending = TxKind::kFirst;  // of the resend it is queued for
         bool acked = false;
-        bool queued = false;       // in retx_now_ or retx_later_
-        bool backoff = false;      // in backoff_ (after a timeout)
-        bool timed_out = false;    // resend it off the plane it timed out on
-        uint64_t sent_ns = 0;      // when the latest transmission left
-        uint64_t deadline_ns = 0;  // ack timeout of the latest transmission
-    };
-    struct LogEntry {
-        uint32_t psn = 0;
-        uint32_t tx_seq = 0;
-        uint64_t deadline_ns = 0;
+        bool queued = false;        // in retx_now_ or retx_later_
+        bool listed = false;        // on the send-order list
+        bool avoid_plane = false;   // resend it off the plane it was lost on
+        uint64_t sent_ns = 0;       // when the latest transmission left
+        uint64_t prev_sent_ns = 0;  // when the transmission before it left
     };
     struct DelayedRetx {
         uint32_t psn = 0;
         uint64_t due_ns = 0;
+    };
+    // Per plane: RTTs, and the plane's reference for loss detection: the
+    // RTT of the latest-sent packet acknowledged on it.
+    struct PlaneTiming {
+        PlaneRtt rtt;
+        uint64_t rack_rtt_ns = 0;
+        uint32_t rack_order = 0;
+        bool rack_valid = false;
     };
 
     TxSlot &slot(Psn p) { return slots_[p.value() & slot_mask_]; }
@@ -200,17 +227,43 @@ class Qp {
     // Planes a new packet may go to: usable, and with room in their window.
     uint8_t send_mask() const;
     uint8_t retx_mask() const;
-    bool emit_data(TxPacket &pkt, Psn psn, bool retx, uint64_t now_ns, uint8_t tx_planes = 0xff);
-    void queue_retx_now(Psn p);
+    // Planes that may carry anything at all: not denied, link up.
+    uint8_t allowed_planes() const;
+    bool emit_data(TxPacket &pkt, Psn psn, TxKind kind, uint64_t now_ns, uint8_t tx_planes = 0xff);
+    void queue_retx_now(Psn p, TxKind kind);
     void on_sack(const wire::MrcPacket &p, uint64_t now_ns);
     void on_nack(const wire::MrcPacket &p, uint64_t now_ns);
-    void mark_acked(TxSlot &s);
+    // Returns true when the ack counts for the latest transmission (it
+    // came too late to be for an earlier one).
+    bool mark_acked(TxSlot &s, uint64_t now_ns);
+    void advance_una(Psn cum, uint64_t now_ns);
     void settle_acked();
     void complete_wrs();
-    void check_timeouts(uint64_t now_ns);
-    void timeout_packet(Psn p, uint64_t now_ns);
-    uint64_t rto_ns(uint8_t timeouts) const;
     void fail(WcStatus cause);
+
+    // ---- loss recovery (loss.cc) ----
+    void tx_link(Psn p, TxSlot &s);
+    void tx_unlink(TxSlot &s);
+    void rtt_sample(uint8_t plane, uint64_t rtt_ns, bool for_min);
+    uint64_t srtt_max_ns() const;
+    uint64_t rtt_ref_ns(uint8_t plane) const;
+    // The plane's minimum RTT, or the smallest of the others' (UINT64_MAX: none).
+    uint64_t min_rtt_ns(uint8_t plane) const;
+    uint64_t backed_off_rto_ns(uint8_t plane) const;
+    uint64_t rto_deadline_ns() const;
+    uint64_t tlp_deadline_ns() const;
+    // A transmission of `s` got through (acked, or trimmed and NACKed):
+    // what loss detection learns from it.
+    void rack_note(TxSlot &s, uint64_t now_ns, uint32_t order_before);
+    void detect_losses(uint64_t now_ns);
+    void declare_lost(Psn p, TxSlot &s, uint64_t now_ns);
+    bool spend_retry(Psn p, TxSlot &s);
+    void on_rto(uint64_t now_ns);
+    void send_tail_probe(uint64_t now_ns);
+    void ack_progress(uint64_t now_ns);
+    void heard(uint64_t now_ns) { last_heard_ns_ = now_ns; }
+    uint64_t liveness_deadline_ns() const;
+    void check_liveness(uint64_t now_ns);
 
     // ---- responder ----
     struct NackEntry {
@@ -231,10 +284,11 @@ class Qp {
         uint16_t ev = 0;
         uint32_t ts = 0;
         uint8_t plane = 0;
+        uint8_t flags = 0;  // wire::kProbe*
     };
     void on_data(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns);
     void on_probe(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns);
-    void on_probe_reply(const wire::MrcPacket &p, uint64_t now_ns);
+    void on_probe_reply(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns);
     void queue_nack(const wire::MrcPacket &p, uint8_t plane, wire::NackReason r);
     void advance_epsn();
     void deliver_imms();
@@ -243,16 +297,16 @@ class Qp {
         return (rcv_bits_[i >> 6] >> (i & 63)) & 1;
     }
     uint64_t sack_bitmap(Psn base) const;
-    bool next_received(Psn from, Psn *out) const;
+    bool next_unreported(Psn from, Psn *out) const;
     uint32_t rwnd_units() const;
 
     // ---- multipath ----
     struct PlaneHealth {
         uint8_t down = 0;  // kPlane* reasons; 0: usable
-        // EVs retired for packets sent after the latest packet the plane
-        // delivered, and the earliest such send: the plane has failed when
-        // enough of them pile up with nothing sent later getting through.
-        uint8_t timeouts = 0;
+        // Distinct EVs that lost packets sent after the latest packet the
+        // plane delivered, and the earliest such send: the plane has failed
+        // when enough of them pile up with nothing sent later getting through.
+        uint8_t losses = 0;
         uint64_t fail_sent_ns = 0;
         uint64_t ok_sent_ns = 0;  // send time of the latest packet it delivered
         uint8_t probe_ok = 0;     // plane probes answered in a row
@@ -281,12 +335,23 @@ class Qp {
     // What a SACK echoing EV-set entry `entry` says about that EV and its plane.
     void ev_feedback(uint32_t entry, bool ecn, uint32_t rtt_ns, uint64_t now_ns);
     void count_cc(uint8_t verdict);
-    void on_ev_timeout(TxSlot &s, uint64_t now_ns);
+    // The latest transmission of `s` was lost (found from acks, or a
+    // timeout with the peer answering meanwhile): its EV and plane pay.
+    // `timeout`: retire the EV at once (no second chance).
+    void on_path_loss(TxSlot &s, bool timeout, uint64_t now_ns);
     // Something sent on `plane` at sent_ns got through.
     void plane_delivered(uint8_t plane, uint64_t sent_ns);
     bool wants_plane_probe(uint8_t plane) const;
     bool wants_ev_probe(const EvEntry &e) const;
     uint32_t emit_probes(TxPacket *out, uint32_t max, uint64_t now_ns);
+    // The responder's reverse EVs: probes about once per RTT while data
+    // arrives, and what their replies and losses say.
+    uint32_t emit_reverse_probes(TxPacket *out, uint32_t max, uint64_t now_ns);
+    void on_reverse_probe_reply(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns);
+    void expire_reverse_probes(uint64_t now_ns);
+    uint64_t reverse_probe_due_ns() const;
+    uint64_t reverse_cadence_ns() const;
+    void send_keepalive(TxPacket &t, uint64_t now_ns);
     void send_probe(TxPacket &t, uint32_t entry, uint64_t now_ns);
     void probe_lost(uint32_t entry, uint64_t now_ns);
     void expire_probes(uint64_t now_ns);
@@ -350,14 +415,39 @@ class Qp {
     uint32_t pkts_since_ack_req_ = 0;
     Ring<uint32_t> retx_now_;
     Ring<DelayedRetx> retx_later_;
-    Ring<LogEntry> send_log_;
-    std::vector<uint32_t> backoff_;  // PSNs retransmitted after a timeout (small; scanned)
     Ring<SendCompletion> send_cq_;
+
+    // loss recovery
+    uint32_t tx_head_ = kNil;  // send-order list: oldest transmission awaiting its ack
+    uint32_t tx_tail_ = kNil;
+    uint32_t tx_count_ = 0;  // transmissions so far (TxSlot::tx_order)
+    PlaneTiming timing_[kMaxPlanes];
+    bool rack_valid_ = false;
+    uint32_t rack_order_ = 0;              // the latest-sent transmission known to have arrived
+    uint64_t rack_timer_ns_ = UINT64_MAX;  // when a transmission not yet late becomes lost
+    uint64_t last_progress_ns_ = 0;        // an ack acknowledged something new (or the RTO fired)
+    uint64_t last_ack_rx_ns_ = 0;          // any ack or NACK arrived
+    uint64_t last_data_tx_ns_ = 0;
+    uint8_t rto_backoff_ = 0;  // timeouts in a row without progress
+    bool tail_probe_out_ = false;
+    bool retx_blocked_ = false;  // a resend found no EV it may take: wait for the planes
+
+    // liveness
+    uint64_t last_heard_ns_ = 0;
+    uint64_t keepalive_sent_ns_ = 0;
+    bool keepalive_due_ = false;
+    uint8_t keepalive_plane_ = 0;
+
+    // reverse EVs (responder)
+    uint64_t last_data_rx_ns_ = 0;
+    uint64_t reverse_next_ns_ = 0;
+    uint8_t reverse_plane_cursor_ = 0;
 
     // responder
     uint32_t rwin_pkts_ = 0;
     uint32_t rwin_mask_ = 0;
     std::vector<uint64_t> rcv_bits_;
+    std::vector<uint64_t> unrep_bits_;  // arrivals no SACK has reported yet
     std::vector<uint64_t> imm_bits_;
     std::vector<ImmEntry> imm_vals_;
     uint32_t pending_imm_ = 0;

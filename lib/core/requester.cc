@@ -1,12 +1,16 @@
 // Requester: segmentation, spraying, ack and NACK processing, selective
-// retransmission and ack timeouts.
+// retransmission.
 //
-// Loss recovery has exactly two triggers, so that a retransmission is
-// never spurious while the fabric only reorders (spraying reorders all the
-// time): a NACK for a PSN (a trimmed packet: retransmit at once), and the
-// ack timeout of one transmission of a PSN (lost without a trace: the path
-// is suspect). Each retransmission goes out on a different EV than the one
-// before. There is no go-back-N: only the PSNs named are resent.
+// Only the PSNs known or found lost are resent (no go-back-N), each on a
+// different EV than the one before. What triggers a resend:
+//   - a NACK for a PSN (a trimmed packet: at once; a responder out of
+//     resources: after a back-off);
+//   - loss detection from acks (loss.cc): a transmission is lost when one
+//     sent after it was acknowledged and it is later than its plane's RTT
+//     and reorder window allow;
+//   - a tail-loss probe and, last, the retransmission timeout (loss.cc).
+// docs/loss-recovery.md has the rules and why plain reordering resends
+// nothing.
 #include <algorithm>
 
 #include "core/endpoint.h"
@@ -25,11 +29,27 @@ uint64_t Qp::window_bytes() const {
     return w;
 }
 
+// Planes that may carry anything: the operator has not denied them and
+// their link is up. A plane the QP found failed or the scorer took down
+// still carries retransmissions when nothing better is left.
+uint8_t Qp::allowed_planes() const {
+    uint8_t m = 0;
+    for (uint8_t p = 0; p < peer_.planes; ++p)
+        if (!(plane_[p].down & (kPlaneDenied | kPlaneLink))) m |= static_cast<uint8_t>(1u << p);
+    return m;
+}
+
 // Usable planes whose window has room for one more packet (a plane with
-// nothing in flight always has). With no usable plane at all, any plane
-// with room: the QP keeps trying rather than stall.
+// nothing in flight always has). With no usable plane at all, the planes
+// that are only waiting to be verified (the peer's bitmap or a probe):
+// never one that is denied, down or failed.
 uint8_t Qp::send_mask() const {
-    const uint8_t planes = usable_mask_ ? usable_mask_ : retx_mask();
+    uint8_t planes = usable_mask_;
+    if (planes == 0) {
+        constexpr uint8_t kNoNewData = kPlaneDenied | kPlaneLink | kPlaneFailed | kPlaneTable;
+        for (uint8_t p = 0; p < peer_.planes; ++p)
+            if (!(plane_[p].down & kNoNewData)) planes |= static_cast<uint8_t>(1u << p);
+    }
     uint8_t m = 0;
     for (uint8_t p = 0; p < peer_.planes; ++p)
         if (((planes >> p) & 1) &&
@@ -38,32 +58,27 @@ uint8_t Qp::send_mask() const {
     return m;
 }
 
-// Retransmissions are not held back by windows: the usable planes, or any.
+// Retransmissions are not held back by windows: the usable planes, or any
+// plane that is allowed at all.
 uint8_t Qp::retx_mask() const {
-    return usable_mask_ ? usable_mask_ : static_cast<uint8_t>((1u << peer_.planes) - 1);
+    return usable_mask_ ? usable_mask_ : allowed_planes();
 }
 
 bool Qp::can_send_new(uint8_t tx_planes) const {
     const auto inflight = static_cast<uint32_t>(distance(snd_una_, snd_nxt_));
     if (inflight >= window_pkts()) return false;
-    return !send_log_.full() && (send_mask() & tx_planes) != 0;
+    return (send_mask() & tx_planes) != 0;
 }
 
-uint64_t Qp::rto_ns(uint8_t timeouts) const {
-    const uint64_t base = ack_timeout_ns(cfg_.retry.timeout_exp);
-    if (cfg_.retry.mode == RetryMode::kLinear) return base;
-    return base << std::min<uint8_t>(timeouts, 30);
-}
-
-// Builds one data packet: a new one at snd_nxt (retx false) or a
+// Builds one data packet: a new one at snd_nxt (kind kFirst) or a
 // retransmission of an outstanding PSN.
-bool Qp::emit_data(TxPacket &pkt, Psn psn, bool retx, uint64_t now_ns, uint8_t tx_planes) {
+bool Qp::emit_data(TxPacket &pkt, Psn psn, TxKind kind, uint64_t now_ns, uint8_t tx_planes) {
     TxSlot *s;
     uint32_t ev_idx;
-    if (!retx) {
+    if (kind == TxKind::kFirst) {
         ev_idx = evs_.choose(now_ns, send_mask() & tx_planes);
         if (ev_idx == kNoEv) {
-            ++ctr_.ev_none;  // every EV denied: nothing may be sent
+            ++ctr_.ev_none;  // every EV of the allowed planes denied: nothing may be sent
             return false;
         }
         WrEntry &w = sq_[sq_seg_ & sq_mask_];
@@ -84,8 +99,8 @@ bool Qp::emit_data(TxPacket &pkt, Psn psn, bool retx, uint64_t now_ns, uint8_t t
         ++ep_->plane_ctr_[evs_.entry(ev_idx).plane].tx_data_pkts;
     } else {
         s = &slot(psn);
-        // After a timeout, off the plane it failed on when another can take it.
-        const uint8_t avoid_planes = s->timed_out ? static_cast<uint8_t>(1u << s->plane) : 0;
+        // After a loss, off the plane it was lost on when another can take it.
+        const uint8_t avoid_planes = s->avoid_plane ? static_cast<uint8_t>(1u << s->plane) : 0;
         ev_idx = evs_.choose_retx(now_ns, s->ev_idx, avoid_planes, retx_mask());
         if (ev_idx == kNoEv) {
             ++ctr_.ev_none;
@@ -93,12 +108,15 @@ bool Qp::emit_data(TxPacket &pkt, Psn psn, bool retx, uint64_t now_ns, uint8_t t
         }
         const uint8_t plane = evs_.entry(ev_idx).plane;
         if (plane != s->plane) {
-            if (s->timed_out) ++ctr_.retx_off_plane;
+            if (s->avoid_plane) ++ctr_.retx_off_plane;
             // Its bytes are in flight on the new plane now.
             plane_inflight_[s->plane] -= s->len;
             plane_inflight_[plane] += s->len;
         }
-        s->timed_out = false;
+        s->avoid_plane = false;
+        s->prev_sent_ns = s->sent_ns;
+        s->prev_plane = s->plane;
+        if (s->listed) tx_unlink(*s);  // a tail probe: its earlier transmission may still arrive
         ++ctr_.tx_retx_pkts;
         ++ep_->plane_ctr_[plane].tx_retx_pkts;
     }
@@ -106,21 +124,18 @@ bool Qp::emit_data(TxPacket &pkt, Psn psn, bool retx, uint64_t now_ns, uint8_t t
     if (c.state != EvState::kGood) ++ctr_.ev_fallbacks;
     s->ev_idx = static_cast<uint16_t>(ev_idx);
     s->plane = c.plane;
-    ++s->tx_seq;
+    s->kind = kind;
     s->sent_ns = now_ns;
-    s->deadline_ns = now_ns + rto_ns(s->timeouts);
-    if (!s->backoff && !send_log_.try_push(LogEntry{psn.value(), s->tx_seq, s->deadline_ns})) {
-        s->backoff = true;  // log full (only retransmissions get here): track it by scan
-        backoff_.push_back(psn.value());
-    }
+    tx_link(psn, *s);
+    last_data_tx_ns_ = now_ns;
     const WrEntry &w = sq_[s->wr & sq_mask_];
 
     const bool last = s->msg_offset + s->len == w.wr.length;
     uint8_t flags = 0;
     if (s->msg_offset == 0) flags |= wire::kFlagFirst;
     if (last) flags |= wire::kFlagLast;
-    if (retx) flags |= wire::kFlagRetx;
-    if (last || retx || ++pkts_since_ack_req_ >= cfg_.ack_req_every_pkts) {
+    if (kind != TxKind::kFirst) flags |= wire::kFlagRetx;
+    if (last || kind != TxKind::kFirst || ++pkts_since_ack_req_ >= cfg_.ack_req_every_pkts) {
         flags |= wire::kFlagAckReq;
         pkts_since_ack_req_ = 0;
     }
@@ -144,24 +159,36 @@ bool Qp::emit_data(TxPacket &pkt, Psn psn, bool retx, uint64_t now_ns, uint8_t t
     return true;
 }
 
-void Qp::mark_acked(TxSlot &s) {
+bool Qp::mark_acked(TxSlot &s, uint64_t now_ns) {
     s.acked = true;
+    if (s.listed) tx_unlink(s);
     inflight_bytes_ -= s.len;
     plane_inflight_[s.plane] -= s.len;
     AckedOnPlane &a = acked_[s.plane];
     a.bytes += s.len;
     ++a.pkts;
     a.latest_sent_ns = std::max(a.latest_sent_ns, s.sent_ns);
-    if (s.backoff) {
-        s.backoff = false;
-        for (auto &v : backoff_) {
-            if (&slot(Psn(v)) == &s) {
-                v = backoff_.back();
-                backoff_.pop_back();
-                break;
-            }
+    // An ack that comes sooner after a resend than any RTT the plane has
+    // shown may be for an earlier transmission: loss detection does not
+    // learn from it (RFC 8985). Sooner than half of that, it certainly is:
+    // the resend was not needed, and the reorder window learns how late
+    // the earlier transmission was. (Half: a resend may find emptier
+    // queues than any sample did.)
+    const uint64_t min_rtt = min_rtt_ns(s.plane);
+    if (s.kind != TxKind::kFirst && s.kind != TxKind::kNack && min_rtt != UINT64_MAX &&
+        now_ns - s.sent_ns < min_rtt) {
+        if (now_ns - s.sent_ns < min_rtt / 2) {
+            if (s.kind != TxKind::kTailProbe) ++ctr_.retx_spurious;
+            const uint64_t due = s.prev_sent_ns + rtt_ref_ns(s.prev_plane);
+            if (now_ns > due)
+                timing_[s.prev_plane].rtt.lateness(
+                    now_ns - due, now_ns,
+                    std::max<uint64_t>(srtt_max_ns(), 1000) * cfg_.loss.reo_decay_rtts);
         }
+        return false;
     }
+    evs_.on_delivered(s.ev_idx);
+    return true;
 }
 
 // What one ack or NACK acknowledged, per plane, into the plane counters and
@@ -187,17 +214,33 @@ void Qp::complete_wrs() {
     }
 }
 
-void Qp::queue_retx_now(Psn p) {
+void Qp::queue_retx_now(Psn p, TxKind kind) {
     TxSlot &s = slot(p);
     if (s.queued) return;
+    if (s.listed) tx_unlink(s);
     s.queued = true;
+    s.pending = kind;
     retx_now_.try_push(p.value());  // one entry per outstanding PSN at most: never full
     became_ready();
+}
+
+// Moves the cumulative point to `cum`, acknowledging what it passes.
+void Qp::advance_una(Psn cum, uint64_t now_ns) {
+    const uint32_t order_before = rack_order_;
+    while (snd_una_ != cum) {
+        TxSlot &s = slot(snd_una_);
+        if (!s.acked) {
+            if (mark_acked(s, now_ns)) rack_note(s, now_ns, order_before);
+            ++ctr_.acked_pkts;
+        }
+        ++snd_una_;
+    }
 }
 
 void Qp::on_sack(const wire::MrcPacket &p, uint64_t now_ns) {
     if (state_ != QpState::kRts) return;
     ++ctr_.rx_sacks;
+    last_ack_rx_ns_ = now_ns;
     const wire::SackHdr &h = *p.sack;
     const Psn cum = p.psn;
     if (distance(cum, snd_nxt_) < 0) {
@@ -205,49 +248,47 @@ void Qp::on_sack(const wire::MrcPacket &p, uint64_t now_ns) {
         return;
     }
     const bool window_was_full = !can_send_new();
-    if (distance(snd_una_, cum) < 0) {
+    const uint64_t acked_before = ctr_.acked_pkts + ctr_.sacked_pkts;
+    // Loss detection compares with what earlier acks said, not this one.
+    const uint32_t order_before = rack_order_;
+    if (distance(snd_una_, cum) < 0)
         ++ctr_.rx_sacks_stale;
-    } else {
-        while (snd_una_ != cum) {
-            TxSlot &s = slot(snd_una_);
-            if (!s.acked) {
-                mark_acked(s);
-                ++ctr_.acked_pkts;
-            }
-            ++snd_una_;
-        }
-    }
+    else
+        advance_una(cum, now_ns);
     // Selective part: bit i covers cum + offset + i.
     uint64_t bits = h.bitmap.get();
     const Psn base = cum + h.sack_offset.get();
+    auto sack_one = [&](Psn q) {
+        if (!in_flight(q)) return;
+        TxSlot &s = slot(q);
+        if (s.acked) return;
+        if (mark_acked(s, now_ns)) rack_note(s, now_ns, order_before);
+        ++ctr_.sacked_pkts;
+    };
     while (bits) {
         const int i = __builtin_ctzll(bits);
         bits &= bits - 1;
-        const Psn q = base + static_cast<uint32_t>(i);
-        if (!in_flight(q)) continue;
-        TxSlot &s = slot(q);
-        if (s.acked) continue;
-        mark_acked(s);
-        ++ctr_.sacked_pkts;
+        sack_one(base + static_cast<uint32_t>(i));
     }
     // The packet that triggered the ack arrived too, bitmap or not.
-    if (const Psn t(h.trigger_psn.get()); in_flight(t) && !slot(t).acked) {
-        mark_acked(slot(t));
-        ++ctr_.sacked_pkts;
-    }
+    sack_one(Psn(h.trigger_psn.get()));
     peer_window_pkts_ = uint32_t{h.rwnd_units.get()} * wire::kPsnsPerWindowUnit;
     const bool ecn = h.flags & wire::kAckEcnEcho;
+    const bool delayed = h.flags & wire::kAckDelayed;
     uint32_t rtt_ns = 0;
+    const uint32_t trigger = evs_.find(h.ev_echo.get());
+    const uint8_t trigger_plane = trigger == kNoEv ? kMaxPlanes : evs_.entry(trigger).plane;
     if (const uint32_t ts = h.ts_echo.get(); ts != 0) {
         ++ctr_.rtt_samples;
-        // A delayed ack's RTT includes the responder's wait: not a delay signal.
-        if (!(h.flags & wire::kAckDelayed)) rtt_ns = static_cast<uint32_t>(now_ns) - ts;
+        const uint32_t sample = static_cast<uint32_t>(now_ns) - ts;
+        // A delayed ack's RTT includes the responder's wait: the timeout must
+        // cover it, but it is not a delay signal for CC nor the path's minimum.
+        if (trigger_plane < peer_.planes) rtt_sample(trigger_plane, sample, !delayed);
+        if (!delayed) rtt_ns = sample;
     }
     if (ecn) ++ctr_.rx_ecn_echo;
     // Each plane's CC learns what the ack acknowledged on it; the plane of
     // the echoed EV also learns the ack's signals (its RTT and ECN echo).
-    const uint32_t trigger = evs_.find(h.ev_echo.get());
-    const uint8_t trigger_plane = trigger == kNoEv ? kMaxPlanes : evs_.entry(trigger).plane;
     for (uint8_t pl = 0; pl < peer_.planes; ++pl) {
         const bool signal = pl == trigger_plane;
         if (!signal && acked_[pl].bytes == 0) continue;
@@ -262,30 +303,30 @@ void Qp::on_sack(const wire::MrcPacket &p, uint64_t now_ns) {
     settle_acked();
     if (trigger != kNoEv) ev_feedback(trigger, ecn, rtt_ns, now_ns);
     apply_peer_status(h.plane_status, now_ns);
+    if (ctr_.acked_pkts + ctr_.sacked_pkts != acked_before) ack_progress(now_ns);
+    if (cfg_.loss.rack) detect_losses(now_ns);
+    if (state_ != QpState::kRts) return;  // a loss may have spent the last retry
     complete_wrs();
     if (window_was_full && has_tx_work(now_ns)) became_ready();
+    rearm(now_ns);
 }
 
 void Qp::on_nack(const wire::MrcPacket &p, uint64_t now_ns) {
     if (state_ != QpState::kRts) return;
     ++ctr_.rx_nacks;
+    last_ack_rx_ns_ = now_ns;
     const wire::NackHdr &h = *p.nack;
     const Psn psn = p.psn;
     const auto reason = static_cast<wire::NackReason>(h.reason);
     if (reason == wire::NackReason::kRemoteAccess) return fail(WcStatus::kRemoteAccessError);
     if (reason == wire::NackReason::kUnexpected) return fail(WcStatus::kRemoteProtocolError);
+    const uint32_t order_before = rack_order_;
     // The NACK's cumulative PSN is an ack too.
     const Psn cum(h.cum_psn.get());
     if (distance(snd_una_, cum) > 0 && distance(cum, snd_nxt_) >= 0) {
-        while (snd_una_ != cum) {
-            TxSlot &s = slot(snd_una_);
-            if (!s.acked) {
-                mark_acked(s);
-                ++ctr_.acked_pkts;
-            }
-            ++snd_una_;
-        }
+        advance_una(cum, now_ns);
         settle_acked();
+        ack_progress(now_ns);
         complete_wrs();
     }
     peer_window_pkts_ = uint32_t{h.rwnd_units.get()} * wire::kPsnsPerWindowUnit;
@@ -295,6 +336,13 @@ void Qp::on_nack(const wire::MrcPacket &p, uint64_t now_ns) {
         return;
     }
     TxSlot &s = slot(psn);
+    // A NACK names the transmission it refuses by its timestamp: one for an
+    // earlier transmission, when a later one is out already (resent after
+    // a loss was found), asks for nothing more.
+    if (h.ts_echo.get() != static_cast<uint32_t>(s.sent_ns)) {
+        ++ctr_.rx_nacks_stale;
+        return;
+    }
     if (++s.nacks > cfg_.nack_retry_limit) {
         error_psn_ = psn;
         return fail(WcStatus::kNackRetryExceeded);
@@ -317,64 +365,24 @@ void Qp::on_nack(const wire::MrcPacket &p, uint64_t now_ns) {
                 }
                 plane_delivered(plane, s.sent_ns);  // a trimmed header got through
             }
-            queue_retx_now(psn);
+            // The trimmed header arrived: what was sent before it and is
+            // still missing may be lost.
+            if (s.listed) rack_note(s, now_ns, order_before);
+            queue_retx_now(psn, TxKind::kNack);
+            if (cfg_.loss.rack) detect_losses(now_ns);
             break;
         }
         default:  // NO_RESOURCE, PSN_OUT_OF_WINDOW: the responder needs time
             if (!s.queued) {
+                if (s.listed) tx_unlink(s);
                 s.queued = true;
+                s.pending = TxKind::kNack;
                 retx_later_.try_push(
                     DelayedRetx{psn.value(), now_ns + cfg_.no_resource_backoff_ns});
-                rearm(now_ns);
             }
             break;
     }
-}
-
-void Qp::check_timeouts(uint64_t now_ns) {
-    while (!send_log_.empty()) {
-        const LogEntry e = send_log_.front();
-        const Psn p(e.psn);
-        const bool live = in_flight(p) && !slot(p).acked && slot(p).tx_seq == e.tx_seq;
-        if (live && e.deadline_ns > now_ns) break;
-        send_log_.pop();
-        if (live && !slot(p).queued) {
-            timeout_packet(p, now_ns);
-            if (state_ != QpState::kRts) return;
-        }
-    }
-    for (size_t i = 0; i < backoff_.size(); ++i) {
-        const Psn p(backoff_[i]);
-        if (!in_flight(p)) continue;
-        TxSlot &s = slot(p);
-        if (!s.acked && !s.queued && s.deadline_ns <= now_ns) {
-            timeout_packet(p, now_ns);
-            if (state_ != QpState::kRts) return;
-        }
-    }
-}
-
-void Qp::timeout_packet(Psn p, uint64_t now_ns) {
-    TxSlot &s = slot(p);
-    ++ctr_.ack_timeouts;
-    ++s.timeouts;
-    const RetryPolicy &r = cfg_.retry;
-    const bool forever =
-        r.mode == RetryMode::kExponential && r.limit >= RetryPolicy::kMaxExponential;
-    if (!forever && s.timeouts > r.limit) {
-        error_psn_ = p;
-        return fail(WcStatus::kRetryExceeded);
-    }
-    count_cc(cc_[s.plane]->on_timeout(now_ns, s.len));
-    cwnd_[s.plane] = cc_[s.plane]->window_bytes();
-    on_ev_timeout(s, now_ns);
-    if (!s.backoff) {
-        s.backoff = true;  // from now on its deadline grows with each timeout
-        backoff_.push_back(p.value());
-    }
-    s.timed_out = true;
-    ++ctr_.retx_after_timeout;
-    queue_retx_now(p);
+    if (state_ == QpState::kRts) rearm(now_ns);
 }
 
 }  // namespace mrc

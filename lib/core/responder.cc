@@ -30,13 +30,13 @@ uint64_t Qp::sack_bitmap(Psn base) const {
     return room >= 64 ? (lo | hi) : (lo | hi) & ((1ull << room) - 1);
 }
 
-// The first PSN in [from, max_seen) that has arrived (above epsn).
-bool Qp::next_received(Psn from, Psn *out) const {
+// The first PSN in [from, max_seen) that arrived and no SACK has reported.
+bool Qp::next_unreported(Psn from, Psn *out) const {
     if (distance(from, epsn_) > 0) from = epsn_;
     while (distance(from, max_seen_) > 0) {
         const uint32_t i = from.value() & rwin_mask_;
         const uint32_t w = i >> 6, b = i & 63;
-        const uint64_t word = rcv_bits_[w] >> b;
+        const uint64_t word = unrep_bits_[w] >> b;
         if (word) {
             const Psn p = from + static_cast<uint32_t>(__builtin_ctzll(word));
             if (distance(p, max_seen_) <= 0) return false;
@@ -66,8 +66,8 @@ void Qp::queue_nack(const wire::MrcPacket &p, uint8_t plane, wire::NackReason r)
 void Qp::on_probe(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns) {
     ++ctr_.rx_probes;
     apply_peer_status(p.probe->plane_status, now_ns);
-    if (probe_q_.try_push(
-            ProbeEntry{p.probe->probe_id.get(), p.probe->ev.get(), p.probe->ts.get(), plane}))
+    if (probe_q_.try_push(ProbeEntry{p.probe->probe_id.get(), p.probe->ev.get(), p.probe->ts.get(),
+                                     plane, p.probe->flags}))
         became_ready();
 }
 
@@ -84,6 +84,7 @@ void Qp::advance_epsn() {
         run = std::min(run, 64 - b);
         const uint64_t mask = run == 64 ? ~0ull : ((1ull << run) - 1) << b;
         rcv_bits_[w] &= ~mask;
+        unrep_bits_[w] &= ~mask;  // the cumulative PSN reports them
         epsn_ += run;
     }
 }
@@ -123,6 +124,7 @@ void Qp::on_data(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns) {
     const int32_t d = distance(epsn_, psn);
     const uint8_t ce = p.ecn_ce ? wire::kAckEcnEcho : 0;
     if (ce) ++ctr_.rx_ecn_ce;
+    last_data_rx_ns_ = now_ns;
     auto set_trigger = [&](uint8_t flags) {
         // An ECN echo is not overwritten by a later unmarked packet.
         if ((ack_trigger_.flags & wire::kAckEcnEcho) && !(flags & wire::kAckEcnEcho) &&
@@ -139,11 +141,12 @@ void Qp::on_data(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns) {
     // again so a lost ack is repaired, never write twice.
     if (d < 0 || (static_cast<uint32_t>(d) < rwin_pkts_ && rbit(psn))) {
         ++ctr_.rx_duplicates;
-        // The requester resent it: the ack for it got lost. Re-path acks,
-        // and send this one on every reverse EV of the plane: the reverse
-        // EVs have no health of their own, and one of them may be on a dead
-        // path the requester keeps retrying into.
-        evs_.refresh_last_reverse_ev(plane);
+        // The requester resent it: the ack for it was probably lost (or
+        // the resend was needless). The reverse EV of the plane's last ack
+        // becomes SUSPECT and is probed at once; this ack goes out on every
+        // reverse EV of the plane, in case the others are on dead paths too.
+        evs_.reverse_ack_lost(plane);
+        reverse_next_ns_ = now_ns;
         ack_copies_ = EvSet::kReverseEvsPerPlane - 1;
         set_trigger(static_cast<uint8_t>(wire::kAckDuplicate | ce));
         ack_due_now_ = true;
@@ -187,19 +190,24 @@ void Qp::on_data(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns) {
     ctr_.rx_data_bytes += p.payload_bytes;
     const uint32_t i = psn.value() & rwin_mask_;
     rcv_bits_[i >> 6] |= 1ull << (i & 63);
+    unrep_bits_[i >> 6] |= 1ull << (i & 63);
     if (p.imm) {
         imm_bits_[i >> 6] |= 1ull << (i & 63);
         imm_vals_[i] = ImmEntry{p.imm->imm.get(), p.data->msn.get(), p.imm->msg_bytes.get()};
         ++pending_imm_;
     }
     const bool gap = distance(max_seen_, psn) > 0;  // PSNs between are missing now
+    // Arrived after a PSN sent later (which made a gap, and so an ack): the
+    // requester's loss detection is waiting on this one; tell it at once
+    // rather than after the delayed-ack wait.
+    const bool fills = distance(psn, max_seen_) > 1;
     if (distance(max_seen_, psn) >= 0) max_seen_ = psn + 1;
     bool report_now = false;
     if (d == 0) {
         advance_epsn();
         deliver_imms();
         if (has_unreported_ && distance(epsn_, unreported_) <= 0)
-            has_unreported_ = next_received(epsn_, &unreported_);
+            has_unreported_ = next_unreported(epsn_, &unreported_);
     } else {
         if (!has_unreported_ || distance(unreported_, psn) < 0) unreported_ = psn;
         has_unreported_ = true;
@@ -209,7 +217,7 @@ void Qp::on_data(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns) {
 
     bytes_since_ack_ += p.payload_bytes;
     set_trigger(ce);
-    if ((p.flags & (wire::kFlagAckReq | wire::kFlagLast)) || ce || gap || report_now ||
+    if ((p.flags & (wire::kFlagAckReq | wire::kFlagLast)) || ce || gap || fills || report_now ||
         bytes_since_ack_ >= cfg_.ack_every_bytes) {
         ack_due_now_ = true;
         became_ready();
@@ -221,15 +229,19 @@ void Qp::on_data(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns) {
 }
 
 void Qp::emit_sack(TxPacket &t, uint8_t plane_status) {
-    // The bitmap starts at the oldest unreported arrival when there is one;
-    // otherwise at the cumulative point, or so that the trigger is in bit 63.
-    uint32_t offset;
-    if (has_unreported_ && distance(epsn_, unreported_) > 0) {
+    // The bitmap covers the latest 64 PSNs that arrived (ending at the
+    // highest one seen), or starts at the cumulative point when that is
+    // nearer: every arrival is reported again by the acks that follow it
+    // until 64 higher PSNs have arrived, so one lost SACK costs nothing.
+    // An arrival below that span that no SACK has covered yet gets a SACK
+    // of its own (the bitmap then starts at it).
+    const int32_t span = distance(epsn_, max_seen_);
+    uint32_t offset = span > int32_t(wire::kSackBitmapBits)
+                          ? static_cast<uint32_t>(span) - wire::kSackBitmapBits
+                          : 0;
+    if (has_unreported_ && distance(epsn_, unreported_) >= 0 &&
+        static_cast<uint32_t>(distance(epsn_, unreported_)) < offset)
         offset = static_cast<uint32_t>(distance(epsn_, unreported_));
-    } else {
-        const int32_t dt = distance(epsn_, ack_trigger_.psn);
-        offset = dt >= 64 ? static_cast<uint32_t>(dt) - 63 : 0;
-    }
     wire::SackFields f;
     f.dst_qpn = peer_.dst_qpn;
     f.cum_psn = epsn_;
@@ -251,10 +263,16 @@ void Qp::emit_sack(TxPacket &t, uint8_t plane_status) {
     ack_trigger_.flags = 0;
     last_adv_rwnd_units_ = f.rwnd_units;
     ++ctr_.tx_sacks;
-    // Everything in the bitmap is reported now; if arrivals beyond it are
+    // Everything in the bitmap is reported now; if arrivals elsewhere are
     // not, another SACK follows at once.
     if (has_unreported_) {
-        has_unreported_ = next_received(epsn_ + offset + wire::kSackBitmapBits, &unreported_);
+        const Psn base = epsn_ + offset;
+        const uint32_t i = base.value() & rwin_mask_;
+        const uint32_t w = i >> 6, b = i & 63;
+        const auto nw = static_cast<uint32_t>(unrep_bits_.size());
+        unrep_bits_[w] &= ~(f.bitmap << b);
+        if (b) unrep_bits_[(w + 1) % nw] &= ~(f.bitmap >> (64 - b));
+        has_unreported_ = next_unreported(epsn_, &unreported_);
         if (has_unreported_) ack_due_now_ = true;
     }
 }

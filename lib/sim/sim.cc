@@ -158,6 +158,11 @@ class Simulator {
     void drop(const Pkt &p);
     void deliver(uint32_t pi, uint64_t t_ps);
     void app_qp(uint32_t qi);
+    void final_check();
+    void note_fate(const Pkt &p, uint8_t bit);
+    static constexpr uint8_t kArrived = 1, kHeldBack = 2, kDuplicated = 4;
+    static constexpr size_t kGuardBytes = 4096;
+    static constexpr uint8_t kGuardByte = 0xa5;
     void post_more(QpApp &q);
     bool all_done() const { return done_qps_ == apps_.size(); }
 
@@ -187,6 +192,7 @@ class Simulator {
     // (app, PSN) -> how often a transmission of that PSN, or the ack or
     // NACK it triggered, was dropped: what a retry budget is spent on.
     std::unordered_map<uint64_t, uint32_t> drops_of_psn_;
+    std::unordered_map<uint64_t, uint8_t> fate_;  // (app, PSN) -> kArrived | kHeldBack | ...
     size_t done_qps_ = 0;
     double path_gbps_ = 0;
     double inv_path_gbps_ = 0;
@@ -266,6 +272,7 @@ void Simulator::setup() {
                                 2 * ser_ps(ack, f.link_gbps) + ser_ps(ack, path_gbps_) +
                                 2 * f.delay_ns * 1000;
         qc_base.cc.nscc.base_rtt_ns = std::max<uint64_t>(1, rtt_ps / 1000);
+        qc_base.cc.nscc.base_rtt_known = true;
         qc_base.cc.nscc.line_rate_gbps = f.link_gbps * f.planes;
     }
     for (uint32_t i = 0; i < nqps; ++i) {
@@ -305,11 +312,13 @@ void Simulator::setup() {
         (void)q.b->to_rtr(pb, start_a);
         (void)q.a->to_rts(start_a);
         (void)q.b->to_rts(start_b);
-        dst_bufs_[i].assign(msg * cfg_.work.depth, 0);
-        q.dst = dst_bufs_[i].data();
+        // The region, with a guard on each side that nothing may write.
+        dst_bufs_[i].assign(msg * cfg_.work.depth + 2 * kGuardBytes, kGuardByte);
+        std::fill(dst_bufs_[i].begin() + kGuardBytes, dst_bufs_[i].end() - kGuardBytes, 0);
+        q.dst = dst_bufs_[i].data() + kGuardBytes;
         q.rkey = ep_[receiver_]
                      ->mrs()
-                     .register_region(q.dst, dst_bufs_[i].size(), kAccessRemoteWrite, 1)
+                     .register_region(q.dst, msg * cfg_.work.depth, kAccessRemoteWrite, 1)
                      .value();
         q.src = src_buf_.data();
         q.msgs_total = q.victim ? victim_msgs : msgs;
@@ -325,6 +334,30 @@ void Simulator::setup() {
 
 uint64_t src_offset(uint32_t qi, uint64_t m, uint64_t msg, uint64_t src_size) {
     return ((qi * 7919ull + m * 104729ull) * 61ull) % (src_size - msg + 1);
+}
+
+// After the run, independently of the completions: every QP's region holds
+// exactly the last message written to each of its slots, and the guards
+// around it are untouched.
+void Simulator::final_check() {
+    const uint64_t msg = cfg_.work.msg_bytes;
+    const uint64_t depth = cfg_.work.depth;
+    for (uint32_t qi = 0; qi < apps_.size(); ++qi) {
+        const QpApp &q = apps_[qi];
+        const std::vector<uint8_t> &buf = dst_bufs_[qi];
+        for (size_t i = 0; i < kGuardBytes; ++i) {
+            r_.guard_bytes_changed += buf[i] != kGuardByte;
+            r_.guard_bytes_changed += buf[buf.size() - 1 - i] != kGuardByte;
+        }
+        if (q.errored) continue;  // an errored QP's slots may hold part of a message
+        for (uint64_t slot = 0; slot < depth && slot < q.msgs_total; ++slot) {
+            // The last message that went to this slot.
+            const uint64_t m = slot + (q.msgs_total - 1 - slot) / depth * depth;
+            const uint8_t *want = q.src + src_offset(qi, m, msg, src_buf_.size());
+            r_.final_slots_checked++;
+            if (std::memcmp(want, q.dst + slot * msg, msg) != 0) ++r_.final_slot_mismatches;
+        }
+    }
 }
 
 void Simulator::post_more(QpApp &q) {
@@ -545,6 +578,8 @@ void Simulator::through_path(uint32_t pi, uint64_t t_ps) {
     if (im.ecn_kb && backlog > uint64_t{im.ecn_kb} * 1024) mark_ce(p);
     const bool dup = rng_.chance(im.dup);
     p.extra_delay_ps = rng_.chance(im.reorder) ? im.reorder_ns * 1000 : 0;
+    if (p.extra_delay_ps) note_fate(p, kHeldBack);
+    if (dup) note_fate(p, kDuplicated);
     const uint64_t depart =
         std::max(t_ps, ps.busy_until_ps) + ser_ps(p.hdr_len + p.payload_len, path_gbps_);
     ps.busy_until_ps = depart;
@@ -637,10 +672,29 @@ void Simulator::last_hop_arrive(uint32_t pi, uint64_t t_ps) {
     push(depart, Ev::kDeliver, pi);
 }
 
+// What the fabric did to a data packet's PSN, for the accounting of
+// resends: one that arrives twice must have been held back or duplicated.
+void Simulator::note_fate(const Pkt &p, uint8_t bit) {
+    if (!p.data || is_receiver(p.src)) return;
+    const uint32_t app = app_of_qpn_[p.dst][frame_qpn(p.hdr)];
+    if (app != UINT32_MAX) fate_[(uint64_t{app} << 24) | frame_psn(p.hdr)] |= bit;
+}
+
 void Simulator::deliver(uint32_t pi, uint64_t t_ps) {
     const Pkt &p = pkts_[pi];
     const uint32_t h = p.dst;
     const uint32_t qpn = frame_qpn(p.hdr);
+    if (p.data && !is_receiver(p.src)) {
+        const uint32_t app = app_of_qpn_[h][qpn];
+        if (app != UINT32_MAX) {
+            uint8_t &f = fate_[(uint64_t{app} << 24) | frame_psn(p.hdr)];
+            if (f & kArrived) {
+                ++r_.data_arrived_again;
+                if (!(f & (kHeldBack | kDuplicated))) ++r_.needless_resends;
+            }
+            f |= kArrived;
+        }
+    }
     ep_[h]->on_packet(p.hdr, p.hdr_len, p.payload, p.payload_len, p.plane, t_ps / 1000);
     free_pkt(pi);
     if (qpn < app_of_qpn_[h].size() && app_of_qpn_[h][qpn] != UINT32_MAX) {
@@ -812,6 +866,7 @@ SimResult Simulator::run() {
     }
     if (!all_done() && !r_.timed_out) r_.timed_out = true;  // nothing left to do, yet not finished
     report();
+    final_check();
     for (auto &q : apps_) {
         r_.requester += q.a->counters();
         r_.responder += q.b->counters();
@@ -826,7 +881,8 @@ SimResult Simulator::run() {
     const uint64_t imm_expected = cfg_.work.write_imm ? r_.expected_bytes / cfg_.work.msg_bytes : 0;
     r_.verified = r_.verify_errors == 0 && r_.delivered_bytes == r_.expected_bytes &&
                   r_.qp_errors == 0 && r_.duplicate_deliveries == 0 && r_.completions_in_order &&
-                  r_.imm_delivered == imm_expected && !r_.timed_out;
+                  r_.imm_delivered == imm_expected && !r_.timed_out &&
+                  r_.final_slot_mismatches == 0 && r_.guard_bytes_changed == 0;
     return r_;
 }
 

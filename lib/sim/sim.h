@@ -150,13 +150,20 @@ struct EvReport {
 };
 
 struct SimResult {
-    bool verified = false;  // every byte compared, all equal, everything delivered, no errors
+    bool verified = false;  // every byte compared, all equal, everything delivered, no errors,
+                            // the regions' final content right, their guards untouched
     uint64_t delivered_bytes = 0;  // bytes of completed messages, compared with the source
     uint64_t expected_bytes = 0;
     uint64_t verify_errors = 0;  // messages whose bytes differ from what was sent
     uint64_t duplicate_deliveries =
         0;  // data packets placed more than once, immediates delivered twice
     bool completions_in_order = true;
+    // After the run, independently of the completions: the final content
+    // of every region slot compared with the last message written to it,
+    // and the guard bytes around every region (never to be written).
+    uint64_t final_slots_checked = 0;
+    uint64_t final_slot_mismatches = 0;
+    uint64_t guard_bytes_changed = 0;
     uint32_t qp_errors = 0;
     std::vector<std::string> qp_error_causes;
     uint64_t messages = 0;
@@ -169,6 +176,12 @@ struct SimResult {
     uint64_t packets_ecn_marked = 0;
     uint64_t packets_duplicated = 0;
     uint64_t retransmissions = 0;
+    // Data packets that arrived for a PSN already received (a resend that
+    // was not needed, or a fabric duplicate), and those of them for a PSN
+    // the fabric never held back nor duplicated: a resend no loss, trim or
+    // reordering explains.
+    uint64_t data_arrived_again = 0;
+    uint64_t needless_resends = 0;
     uint64_t sim_time_ns = 0;
     double goodput_gbps = 0;
     std::vector<uint64_t> per_plane_tx_packets;  // data packets A sent on each plane

@@ -123,7 +123,7 @@ uint16_t write_probe(uint8_t *buf, const MrcAddr &a, uint16_t ev, const ProbeFie
     auto *p = reinterpret_cast<ProbeHdr *>(buf + kEthIpv4UdpBytes + sizeof(BaseHdr));
     p->probe_id.set(f.probe_id);
     p->ev.set(f.ev);
-    p->reserved0 = 0;
+    p->flags = f.flags;
     p->plane_status = f.plane_status;
     p->ts.set(f.ts);
     return static_cast<uint16_t>(kProbeBytes);
@@ -287,7 +287,7 @@ MrcError parse_mrc(const uint8_t *head, uint32_t head_len, const uint8_t *tail, 
             if (avail < need) return MrcError::kTruncated;
             if (b->flags != 0) return MrcError::kBadFlags;
             out->probe = reinterpret_cast<const ProbeHdr *>(m + sizeof(BaseHdr));
-            if (out->probe->reserved0) return MrcError::kReservedNonZero;
+            if (out->probe->flags & ~kProbeFlagsDefined) return MrcError::kBadFlags;
             break;
         default:
             return MrcError::kBadOpcode;

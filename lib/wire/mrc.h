@@ -117,10 +117,17 @@ struct NackHdr {
 };
 static_assert(sizeof(NackHdr) == 16);
 
+// ProbeHdr.flags
+inline constexpr uint8_t kProbeReverse = 0x01;    // tests the prober's reverse (ack) EV: the
+                                                  // reply goes back on one of the answerer's
+                                                  // GOOD forward EVs
+inline constexpr uint8_t kProbeKeepalive = 0x02;  // liveness only: tests no EV
+inline constexpr uint8_t kProbeFlagsDefined = 0x03;
+
 struct ProbeHdr {
     be32 probe_id;
-    be16 ev;  // EV the probe was sent on (echoed in the reply)
-    uint8_t reserved0;
+    be16 ev;        // EV the probe was sent on (echoed in the reply)
+    uint8_t flags;  // kProbe*; echoed in the reply
     uint8_t plane_status;
     be32 ts;  // request: sender's clock, ns; reply: echoed
 };
@@ -192,6 +199,7 @@ struct NackFields {
 
 struct ProbeFields {
     bool reply = false;
+    uint8_t flags = 0;  // kProbe*
     uint32_t dst_qpn = 0;
     uint32_t probe_id = 0;
     uint16_t ev = 0;

@@ -76,6 +76,9 @@ class Harness {
         c.ack_delay_ns = 5000;
         c.retry.timeout_exp = 6;  // 65.5 us
         c.retry.limit = 3;
+        c.retry.adaptive = false;           // a fixed timeout: tests know when it fires
+        c.ev.reverse_probe_min_ns = 0;      // no reverse probes among the frames tests count
+        c.liveness = LivenessConfig{0, 0};  // liveness has tests of its own
         return c;
     }
 

@@ -18,13 +18,13 @@ struct Feed {
             g.total[p] = 48;
     }
     // One period in which plane p sent `tx` packets, `acked` of them were
-    // acked (with one ack echoing its EV per 4), `timeouts` timed out.
-    void period(uint8_t p, uint64_t tx, uint64_t acked, uint64_t timeouts, uint64_t ecn = 0) {
+    // acked (with one ack echoing its EV per 4), `lost` were found lost.
+    void period(uint8_t p, uint64_t tx, uint64_t acked, uint64_t lost, uint64_t ecn = 0) {
         c[p].tx_data_pkts += tx;
         c[p].acked_pkts += acked;
         c[p].rx_acks += acked / 4;
         c[p].rx_ecn_echoes += ecn;
-        c[p].ack_timeouts += timeouts;
+        c[p].lost_pkts += lost;
         c[p].rtt_samples += acked / 4;
         c[p].rtt_sum_ns += acked / 4 * 8000;
     }
@@ -34,7 +34,7 @@ struct Feed {
     }
 };
 
-TEST(PathScorer, APlaneWhoseSendsAllTimeOutGoesDownAndComesBackOnProbes) {
+TEST(PathScorer, APlaneWhoseSendsAreAllLostGoesDownAndComesBackOnProbes) {
     PathScorer s(ScorerConfig{}, 2);
     Feed f;
     f.period(0, 100, 100, 0);
@@ -42,7 +42,7 @@ TEST(PathScorer, APlaneWhoseSendsAllTimeOutGoesDownAndComesBackOnProbes) {
     const uint64_t g0 = f.score(s).generation;
     EXPECT_EQ(s.table().down_mask, 0);
     EXPECT_EQ(s.score(1).state, PlaneState::kUp);
-    // Plane 1: sends, nothing acknowledged, timeouts.
+    // Plane 1: sends, nothing acknowledged, losses.
     f.period(0, 100, 100, 0);
     f.period(1, 20, 0, 5);
     EXPECT_EQ(f.score(s).down_mask, 0b10);
@@ -62,7 +62,7 @@ TEST(PathScorer, APlaneWhoseSendsAllTimeOutGoesDownAndComesBackOnProbes) {
     EXPECT_EQ(s.score(1).state, PlaneState::kUp);
 }
 
-TEST(PathScorer, TimeoutsWhileThePlaneStillDeliversAreAPathProblemNotAPlaneOne) {
+TEST(PathScorer, LossesWhileThePlaneStillDeliversAreAPathProblemNotAPlaneOne) {
     PathScorer s(ScorerConfig{}, 2);
     Feed f;
     f.period(1, 100, 90, 10);
@@ -70,15 +70,15 @@ TEST(PathScorer, TimeoutsWhileThePlaneStillDeliversAreAPathProblemNotAPlaneOne) 
     f.period(1, 100, 90, 10);
     EXPECT_EQ(f.score(s).down_mask, 0);
     f.score(s);              // a quiet period
-    f.period(1, 100, 0, 2);  // below down_timeouts, even with the quiet period before
+    f.period(1, 100, 0, 2);  // below down_losses, even with the quiet period before
     EXPECT_EQ(f.score(s).down_mask, 0);
 }
 
-TEST(PathScorer, TimeoutsThenSilenceAcrossTwoPeriodsTakeThePlaneDown) {
+TEST(PathScorer, LossesThenSilenceAcrossTwoPeriodsTakeThePlaneDown) {
     PathScorer s(ScorerConfig{}, 2);
     Feed f;
     // The failure: the last packets sent before it are acked in the same
-    // period as the first timeouts of those sent after it.
+    // period as the first losses of those sent after it.
     f.period(1, 50, 20, 30);
     EXPECT_EQ(f.score(s).down_mask, 0);
     // Then the QPs have left the plane and only probe it, in vain.
@@ -123,9 +123,26 @@ TEST(PathScorer, ReportsAggregatesAndLinkState) {
     EXPECT_DOUBLE_EQ(s.score(0).ecn_fraction, 0.2);
     EXPECT_DOUBLE_EQ(s.score(0).rtt_ns, 8000);
     EXPECT_DOUBLE_EQ(s.score(0).tx_share, 0.75);
-    EXPECT_DOUBLE_EQ(s.score(1).timeout_fraction, 0.01);
+    EXPECT_DOUBLE_EQ(s.score(1).loss_fraction, 0.01);
     EXPECT_EQ(s.score(1).state, PlaneState::kLinkDown);
     EXPECT_EQ(s.table().down_mask, 0) << "the endpoint leaves a dead link by itself";
+}
+
+TEST(PathScorer, ADeniedPlaneIsNotJudgedAndComesBackUpWhenAllowed) {
+    PathScorer s(ScorerConfig{}, 2);
+    Feed f;
+    s.deny_plane(1, true);
+    f.g.denied[1] = 48;  // what the endpoint reports for a denied plane's EVs
+    f.period(1, 0, 0, 0);
+    (void)f.score(s);
+    EXPECT_EQ(s.table().down_mask, 0) << "the operator's, not a failure";
+    EXPECT_EQ(s.score(1).state, PlaneState::kDenied);
+    EXPECT_EQ(s.score(1).evs_denied, 48);
+    s.deny_plane(1, false);
+    f.g.denied[1] = 0;
+    (void)f.score(s);
+    EXPECT_EQ(s.score(1).state, PlaneState::kUp);
+    EXPECT_EQ(s.table().down_mask, 0);
 }
 
 TEST(PathScorer, OperatorDenialsArePublishedAtOnce) {

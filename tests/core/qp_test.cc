@@ -84,11 +84,16 @@ TEST(Qp, GapTriggersAnImmediateSackWithTheRightBits) {
     ASSERT_EQ(acks.size(), 1u);
     const auto s = sack_of(acks[0]);
     EXPECT_EQ(acks[0].psn(), Psn(1001));
-    EXPECT_EQ(s.sack_offset.get(), 1u) << "the bitmap starts at the oldest unreported arrival";
-    EXPECT_EQ(s.bitmap.get(), 1ull << 0) << "bit i covers cum + offset + i: PSN 1002";
+    EXPECT_EQ(s.sack_offset.get(), 0u) << "arrivals within 64 of cum: the bitmap starts there";
+    EXPECT_EQ(s.bitmap.get(), 1ull << 1) << "bit i covers cum + offset + i: PSN 1002";
     EXPECT_EQ(s.ev_echo.get(), d[2].ev());
-    h.deliver(h.b, d[1]);  // fills the hole: cum jumps to 1003, no new gap
-    EXPECT_TRUE(h.drain(h.b).empty());
+    // Fills the hole after a later PSN arrived: acked at once (the
+    // requester's loss detection is waiting on it), cum jumps to 1003.
+    h.deliver(h.b, d[1]);
+    acks = h.drain(h.b);
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].psn(), Psn(1003));
+    EXPECT_EQ(sack_of(acks[0]).trigger_psn.get(), 1001u);
     h.deliver(h.b, d[3]);
     acks = h.drain(h.b);
     ASSERT_EQ(acks.size(), 1u);
@@ -105,15 +110,34 @@ TEST(Qp, SackOffsetMovesTheBitmapToFarPsns) {
     h.deliver(h.b, d[100]);  // PSN 1100 with 1000..1099 missing
     auto acks = h.drain(h.b);
     ASSERT_EQ(acks.size(), 1u);
-    const auto s = sack_of(acks[0]);
+    auto s = sack_of(acks[0]);
     EXPECT_EQ(acks[0].psn(), Psn(1000));
-    EXPECT_EQ(s.sack_offset.get(), 100u);
-    EXPECT_EQ(s.bitmap.get(), 1ull);
+    EXPECT_EQ(s.sack_offset.get(), 37u)
+        << "the bitmap covers the 64 PSNs up to the highest arrival";
+    EXPECT_EQ(s.bitmap.get(), 1ull << 63);
     // The requester takes exactly that packet as acknowledged.
     h.deliver(h.a, acks[0]);
     EXPECT_EQ(h.a.qp->counters().sacked_pkts, 1u);
     EXPECT_EQ(h.a.qp->counters().acked_pkts, 0u);
     EXPECT_EQ(h.a.qp->send_una(), Psn(1000));
+    // A later arrival far above: its own span, PSN 1100 no longer in it.
+    h.deliver(h.b, d[190]);
+    acks = h.drain(h.b);
+    ASSERT_EQ(acks.size(), 1u);
+    s = sack_of(acks[0]);
+    EXPECT_EQ(s.sack_offset.get(), 127u);
+    EXPECT_EQ(s.bitmap.get(), 1ull << 63);
+    // An arrival below that span (a hole filled late) gets a SACK that
+    // starts at it; PSN 1100, reported before, is in its bitmap too, and
+    // nothing already reported makes for a SACK of its own.
+    h.deliver(h.b, d[50]);
+    acks = h.drain(h.b);
+    ASSERT_EQ(acks.size(), 1u);
+    s = sack_of(acks[0]);
+    EXPECT_EQ(s.sack_offset.get(), 50u);
+    EXPECT_EQ(s.bitmap.get(), 1ull | (1ull << 50));
+    h.deliver(h.a, acks[0]);
+    EXPECT_EQ(h.a.qp->counters().sacked_pkts, 2u) << "1050; 1100 counts once";
 }
 
 TEST(Qp, DuplicateIsReackedAndNotWrittenTwice) {
@@ -139,7 +163,15 @@ TEST(Qp, DuplicateIsReackedAndNotWrittenTwice) {
         reverse.insert(f.ev());
     }
     EXPECT_EQ(reverse.size(), EvSet::kReverseEvsPerPlane);
-    EXPECT_EQ(reverse.count(first[0].ev()), 0u) << "the lost ack's reverse EV was replaced";
+    EXPECT_NE(again[0].ev(), first[0].ev()) << "the ack itself avoids the reverse EV that lost one";
+    const uint8_t pl = d[0].plane;
+    uint32_t suspect = 0;
+    for (uint32_t k = 0; k < EvSet::kReverseEvsPerPlane; ++k)
+        if (h.b.qp->evs().reverse(pl, k).state == RevState::kSuspect) {
+            ++suspect;
+            EXPECT_EQ(h.b.qp->evs().reverse_ev(pl, k), first[0].ev());
+        }
+    EXPECT_EQ(suspect, 1u) << "the lost ack's reverse EV is SUSPECT";
     EXPECT_EQ(h.b.qp->counters().tx_ack_copies, EvSet::kReverseEvsPerPlane - 1);
     EXPECT_EQ(h.b.qp->counters().rx_duplicates, 1u);
     EXPECT_EQ(h.b.qp->counters().rx_data_pkts, 1u);
@@ -179,29 +211,71 @@ TEST(Qp, TrimmedPacketIsNackedAndResentAtOnceOnAnotherEv) {
     EXPECT_TRUE(h.placed(2048));
 }
 
-TEST(Qp, TimeoutResendsOnlyTheLostPsnOnAnotherEv) {
+TEST(Qp, ALossFoundFromAcksResendsOnlyThatPsnOnAnotherEvWithoutATimer) {
     Harness h;
     ASSERT_EQ(h.write(4096), PostResult::kOk);
     auto d = h.drain(h.a);
+    h.advance(3000);  // the packets' RTT
     h.deliver(h.b, d[0]);
     h.deliver(h.b, d[2]);
     h.deliver(h.b, d[3]);  // d[1] is lost without a trace
     h.deliver_all(h.a, h.drain(h.b));
     EXPECT_TRUE(h.drain(h.a).empty()) << "reordering alone never triggers a resend";
-    h.advance(ack_timeout_ns(6) - 1000);
-    EXPECT_TRUE(h.drain(h.a).empty()) << "not before the ack timeout";
-    h.advance(3000);  // within a tick after it
+    // Later than its RTT and the reorder window allow, while packets sent
+    // after it were acknowledged: lost. Long before the timeout (65.5 us).
+    const Qp &q = *h.a.qp;
+    const uint64_t due = 3000 + q.reorder_window_ns(d[1].plane, h.now_ns);
+    EXPECT_LT(due, ack_timeout_ns(6) / 2);
+    h.advance(due - 3000 - 1000);
+    EXPECT_TRUE(h.drain(h.a).empty()) << "not before its RTT and reorder window have passed";
+    h.advance(2000);  // within a tick after it
     auto r = h.drain(h.a);
     ASSERT_EQ(r.size(), 1u) << "selective: only the missing PSN";
     EXPECT_EQ(r[0].psn(), Psn(1001));
     EXPECT_NE(r[0].ev(), d[1].ev());
-    EXPECT_EQ(h.a.qp->counters().retx_after_timeout, 1u);
+    EXPECT_NE(r[0].plane, d[1].plane) << "off the plane it was lost on";
+    EXPECT_TRUE(r[0].flags() & wire::kFlagAckReq);
+    EXPECT_EQ(q.counters().losses_detected, 1u);
+    EXPECT_EQ(q.counters().ack_timeouts, 0u);
     h.deliver(h.b, r[0]);
+    h.advance(3000);  // an RTT later: an ack of the resend itself, not of the lost packet
     h.deliver_all(h.a, h.drain(h.b));
     auto c = h.completions();
     ASSERT_EQ(c.size(), 1u);
     EXPECT_EQ(c[0].status, WcStatus::kSuccess);
     EXPECT_TRUE(h.placed(4096));
+    EXPECT_EQ(q.counters().retx_spurious, 0u);
+}
+
+TEST(Qp, WithNoAckAtAllTheTimeoutResendsTheOldestAndBacksOff) {
+    Harness h;
+    ASSERT_EQ(h.write(2048), PostResult::kOk);
+    auto d = h.drain(h.a);
+    ASSERT_EQ(d.size(), 2u);
+    const uint64_t rto = ack_timeout_ns(6);
+    h.advance(rto - 1000);
+    EXPECT_TRUE(data_frames(h.drain(h.a)).empty()) << "not before the timeout";
+    h.advance(2000);
+    auto r = data_frames(h.drain(h.a));
+    ASSERT_EQ(r.size(), 1u) << "one packet per timeout: the oldest, not a storm";
+    EXPECT_EQ(r[0].psn(), Psn(1000));
+    EXPECT_NE(r[0].ev(), d[0].ev());
+    EXPECT_EQ(h.a.qp->counters().ack_timeouts, 1u);
+    EXPECT_EQ(h.a.qp->counters().rto_silent, 1u) << "the peer said nothing: no path blamed";
+    EXPECT_EQ(h.a.qp->counters().ev_retired, 0u);
+    // Its ack shows what else is missing: found lost from acks, no timer.
+    h.deliver(h.b, r[0]);
+    h.deliver_all(h.a, h.drain(h.b));
+    h.advance(h.a.qp->reorder_window_ns(d[1].plane, h.now_ns) + 2000);
+    r = data_frames(h.drain(h.a));
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].psn(), Psn(1001));
+    EXPECT_EQ(h.a.qp->counters().ack_timeouts, 1u);
+    EXPECT_EQ(h.a.qp->counters().losses_detected, 1u);
+    h.deliver(h.b, r[0]);
+    h.deliver_all(h.a, h.drain(h.b));
+    ASSERT_EQ(h.completions().size(), 1u);
+    EXPECT_TRUE(h.placed(2048));
 }
 
 TEST(Qp, ExponentialBackoffThenRetryExceededErrorsTheQp) {
@@ -211,19 +285,21 @@ TEST(Qp, ExponentialBackoffThenRetryExceededErrorsTheQp) {
     auto d = h.drain(h.a);
     ASSERT_EQ(d.size(), 2u);
     const uint64_t rto = ack_timeout_ns(6);
-    uint64_t sent_at = h.now_ns;
+    uint64_t fired_at = h.now_ns;  // each wait starts when the timeout before it fired
     for (int attempt = 1; attempt <= 3; ++attempt) {
-        const uint64_t deadline = sent_at + (rto << (attempt - 1));  // doubles after each timeout
+        const uint64_t deadline = fired_at + (rto << (attempt - 1));  // doubles after each timeout
         h.advance(deadline - 2000 - h.now_ns);
         EXPECT_TRUE(data_frames(h.drain(h.a)).empty()) << "attempt " << attempt << ": too early";
         h.advance(4000);  // timers fire within one 1 us tick of their deadline
+        fired_at = h.now_ns;
         auto r = data_frames(h.drain(h.a));
-        EXPECT_EQ(r.size(), 2u) << "attempt " << attempt;
-        sent_at = h.now_ns;
+        ASSERT_EQ(r.size(), 1u) << "attempt " << attempt;
+        // The oldest outstanding transmission each time: the two take turns.
+        EXPECT_EQ(r[0].psn(), Psn(attempt % 2 ? 1000 : 1001)) << "attempt " << attempt;
     }
-    const uint64_t wait = (sent_at + (rto << 3)) - h.now_ns;
+    const uint64_t wait = (fired_at + (rto << 3)) - h.now_ns;
     h.advance(wait + 2000);
-    EXPECT_EQ(h.a.qp->state(), QpState::kError);
+    EXPECT_EQ(h.a.qp->state(), QpState::kError) << "the 4th timeout in a row exceeds a limit of 3";
     EXPECT_EQ(h.a.qp->error_cause(), WcStatus::kRetryExceeded);
     auto c = h.completions();
     ASSERT_EQ(c.size(), 2u) << "every outstanding WR completes";
@@ -233,6 +309,32 @@ TEST(Qp, ExponentialBackoffThenRetryExceededErrorsTheQp) {
     EXPECT_EQ(c[1].status, WcStatus::kFlushed);
     EXPECT_TRUE(h.drain(h.a).empty()) << "an errored QP sends nothing";
     EXPECT_EQ(h.write(10), PostResult::kNotReady);
+}
+
+TEST(Qp, AnAckBetweenTimeoutsStartsTheCountAgain) {
+    Harness h;  // retry limit 3
+    for (uint64_t i = 0; i < 4; ++i)
+        ASSERT_EQ(h.write(1024, i * 1024, i), PostResult::kOk);
+    auto d = h.drain(h.a);
+    ASSERT_EQ(d.size(), 4u);
+    const uint64_t rto = ack_timeout_ns(6);
+    // Three timeouts in a row, then the first resend gets through.
+    uint64_t fired_at = h.now_ns;
+    std::vector<Frame> resent;
+    for (int attempt = 1; attempt <= 3; ++attempt) {
+        h.advance(fired_at + (rto << (attempt - 1)) + 2000 - h.now_ns);
+        fired_at = h.now_ns;
+        auto r = data_frames(h.drain(h.a));
+        ASSERT_EQ(r.size(), 1u);
+        resent.push_back(r[0]);
+    }
+    h.deliver(h.b, resent[0]);
+    h.deliver_all(h.a, h.drain(h.b));
+    // Progress: the timeout is back to one RTO, and the count starts again.
+    h.advance(rto + 2000);
+    EXPECT_EQ(h.a.qp->state(), QpState::kRts);
+    EXPECT_GE(h.a.qp->counters().ack_timeouts, 4u);
+    EXPECT_LE(h.now_ns - fired_at, 2 * rto + 4000);
 }
 
 TEST(Qp, LinearRetriesWaitTheSameEachTime) {
@@ -269,15 +371,13 @@ TEST(Qp, PsnWrapAroundWithOutOfOrderSack) {
     auto acks = h.drain(h.b);
     ASSERT_EQ(acks.size(), 1u);
     EXPECT_EQ(acks[0].psn(), Psn(0xffffff));
-    EXPECT_EQ(sack_of(acks[0]).sack_offset.get(), 2u) << "PSN 1 = cum + 2 across the wrap";
-    EXPECT_EQ(sack_of(acks[0]).bitmap.get(), 1ull);
+    EXPECT_EQ(sack_of(acks[0]).sack_offset.get(), 0u);
+    EXPECT_EQ(sack_of(acks[0]).bitmap.get(), 1ull << 2) << "PSN 1 = cum + 2 across the wrap";
     h.deliver(h.a, acks[0]);
     EXPECT_EQ(h.a.qp->send_una(), Psn(0xffffff));
     EXPECT_EQ(h.a.qp->counters().sacked_pkts, 1u);
     h.deliver(h.b, d[2]);
-    h.deliver(h.b, d[1]);  // fills the holes: no new gap, so the ack is delayed
-    EXPECT_TRUE(h.drain(h.b).empty());
-    h.advance(6000);
+    h.deliver(h.b, d[1]);  // fill the holes: acked at once (one ack for both)
     acks = h.drain(h.b);
     ASSERT_EQ(acks.size(), 1u);
     EXPECT_EQ(acks.back().psn(), Psn(2));

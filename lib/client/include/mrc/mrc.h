@@ -73,7 +73,8 @@ enum mrc_wc_status {
     MRC_WC_LOCAL_PROTECTION_ERROR = 6, /* local region unknown or range outside it */
     MRC_WC_BAD_REQUEST = 7,            /* malformed work request (opcode, length) */
     MRC_WC_PEER_DISCONNECTED = 8, /* the peer's QP went away (its application closed or died) */
-    MRC_WC_DAEMON_SHUTDOWN = 9    /* the daemon is stopping */
+    MRC_WC_DAEMON_SHUTDOWN = 9,   /* the daemon is stopping */
+    MRC_WC_PEER_UNREACHABLE = 10  /* nothing heard from the peer for [qp] peer_timeout_ms */
 };
 
 typedef struct mrc_context mrc_context;
