@@ -78,6 +78,11 @@ struct Options {
     double control_us = 1000;
     uint32_t max_qps = 256;
     uint16_t mrc_port = wire::kDefaultMrcPort;
+    std::string rto = "adaptive";
+    uint32_t timeout_exp = 12;
+    double rto_min_us = double(RetryPolicy{}.min_rto_ns) / 1000;
+    double keepalive_ms = double(LivenessConfig{}.keepalive_ns) / 1e6;
+    double peer_timeout_ms = double(LivenessConfig{}.peer_timeout_ns) / 1e6;
 };
 
 // A fatal error in set-up or at the peer: unwinds to main(), which closes
@@ -302,9 +307,15 @@ void Generator::create_qps() {
     qcfg_.cc.nscc.line_rate_gbps = o_.line_gbps;
     qcfg_.cc.nscc.base_rtt_ns = 20'000;
     // A software path on shared CPUs has millisecond scheduling hiccups:
-    // the ack timeout starts at 4 ms, and retries double for about 2 min.
-    qcfg_.retry.timeout_exp = 12;
+    // before the first RTT sample the timeout is 4 ms; after that it follows
+    // the RTT, never below --rto-min-us. Losses are found from acks long
+    // before it (docs/loss-recovery.md).
+    qcfg_.retry.adaptive = o_.rto == "adaptive";
+    qcfg_.retry.timeout_exp = static_cast<uint8_t>(o_.timeout_exp);
+    qcfg_.retry.min_rto_ns = static_cast<uint64_t>(o_.rto_min_us * 1000);
     qcfg_.retry.limit = 15;
+    qcfg_.liveness.keepalive_ns = static_cast<uint64_t>(o_.keepalive_ms * 1e6);
+    qcfg_.liveness.peer_timeout_ns = static_cast<uint64_t>(o_.peer_timeout_ms * 1e6);
 
     const uint32_t nworkers = dp_->workers();
     GenConfig gc;
@@ -633,6 +644,10 @@ int Generator::client() {
         }
     }
     end_s = elapsed();
+    // The transfer is over: stop driving the QPs before the server stops
+    // its own (on "done"), or their liveness check would take the silent
+    // server for a dead one.
+    dp_->stop();
     // Tell the server what to check, and collect its verdict.
     if (failure_.rfind("server went away", 0) != 0) {
         json slots = json::array();
@@ -972,6 +987,26 @@ int main(int argc, char **argv) {
         ->check(CLI::Range(10.0, 1e6))
         ->capture_default_str();
     cli.add_option("--mrc-port", o.mrc_port, "UDP destination port of MRC")->capture_default_str();
+    cli.add_option("--rto", o.rto,
+                   "retransmission timeout: adaptive (per plane, from the RTT) or fixed "
+                   "(1.024 us x 2^timeout-exp)")
+        ->check(CLI::IsMember({"adaptive", "fixed"}))
+        ->capture_default_str();
+    cli.add_option("--timeout-exp", o.timeout_exp,
+                   "fixed timeout 1.024 us x 2^t; adaptive: the timeout before any RTT sample")
+        ->check(CLI::Range(1u, uint32_t{RetryPolicy::kMaxTimeoutExp}))
+        ->capture_default_str();
+    cli.add_option("--rto-min-us", o.rto_min_us, "adaptive timeout floor, us")
+        ->check(CLI::Range(1.0, 1e7))
+        ->capture_default_str();
+    cli.add_option("--keepalive-ms", o.keepalive_ms,
+                   "a QP that heard nothing from its peer this long sends a keepalive (0: off)")
+        ->check(CLI::Range(0.0, 3.6e6))
+        ->capture_default_str();
+    cli.add_option("--peer-timeout-ms", o.peer_timeout_ms,
+                   "a QP that heard nothing from its peer this long fails (0: off)")
+        ->check(CLI::Range(0.0, 3.6e6))
+        ->capture_default_str();
     std::vector<char *> args{argv[0]};
     for (int i = *app; i < argc; ++i)
         args.push_back(argv[i]);
@@ -982,6 +1017,11 @@ int main(int argc, char **argv) {
         return rc == 0 ? 0 : 2;
     }
     if (o.role == "client" && o.duration_s == 0 && o.total_bytes == 0) o.duration_s = 10;
+    if (o.peer_timeout_ms > 0 && (o.keepalive_ms == 0 || o.keepalive_ms >= o.peer_timeout_ms)) {
+        std::fprintf(stderr,
+                     "mrc-gen: --peer-timeout-ms needs --keepalive-ms above 0 and below it\n");
+        return 2;
+    }
     if (o.mode == "pingpong" && o.rate_gbps > 0) {
         std::fprintf(stderr, "mrc-gen: --rate-gbps does not apply to pingpong\n");
         return 2;

@@ -160,8 +160,13 @@ int main(int argc, char **argv) {
     double series_us = 0, score_us = double(c.scorer.period_ns) / 1000, victim_start_us = 0;
     double probe_us = double(c.qp.ev.probe_interval_ns) / 1000;
     uint32_t cwnd_kb = 0, probe_successes = c.qp.ev.probe_successes;
-    std::string retry_mode = "exponential";
+    std::string retry_mode = "exponential", rto = "adaptive";
     uint32_t timeout_exp = c.qp.retry.timeout_exp, retry_limit = c.qp.retry.limit;
+    double rto_min_us = double(c.qp.retry.min_rto_ns) / 1000;
+    double rto_max_us = double(c.qp.retry.max_rto_ns) / 1000;
+    double keepalive_ms = double(c.qp.liveness.keepalive_ns) / 1e6;
+    double peer_timeout_ms = double(c.qp.liveness.peer_timeout_ns) / 1e6;
+    bool no_rack = false, no_tlp = false;
     cli.add_option("--planes", c.fabric.planes, "planes (NIC ports), 1-8");
     cli.add_option("--paths-per-plane", c.fabric.paths_per_plane, "ECMP paths per plane");
     cli.add_option("--qps", c.work.qps, "QPs writing to host B");
@@ -205,8 +210,22 @@ int main(int argc, char **argv) {
     cli.add_option("--plane-limit", limits,
                    "plane=p,gbps=G[,ecn_kb=K][,dir=0|1]: the plane's core carries only G Gb/s");
     cli.add_option("--mpr", c.qp.mpr_units, "receive window, units of 128 PSNs");
-    cli.add_option("--timeout-exp", timeout_exp, "ack timeout 1.024 us * 2^t");
-    cli.add_option("--retry-limit", retry_limit, "ack timeouts of one packet before the QP errors");
+    cli.add_option("--rto", rto,
+                   "retransmission timeout: adaptive (per plane, from the RTT) | fixed "
+                   "(1.024 us * 2^timeout-exp)")
+        ->check(CLI::IsMember({"adaptive", "fixed"}));
+    cli.add_option("--timeout-exp", timeout_exp,
+                   "fixed timeout 1.024 us * 2^t (adaptive: the timeout before any RTT sample)");
+    cli.add_option("--rto-min-us", rto_min_us, "adaptive timeout floor, us");
+    cli.add_option("--rto-max-us", rto_max_us, "adaptive timeout ceiling (back-off included), us");
+    cli.add_flag("--no-rack", no_rack, "no loss detection from acks (timeouts and NACKs only)");
+    cli.add_flag("--no-tlp", no_tlp, "no tail-loss probe");
+    cli.add_option("--keepalive-ms", keepalive_ms,
+                   "a QP that heard nothing from its peer this long sends a keepalive (0: never)");
+    cli.add_option("--peer-timeout-ms", peer_timeout_ms,
+                   "a QP that heard nothing from its peer this long errors (0: never)");
+    cli.add_option("--retry-limit", retry_limit,
+                   "timeouts in a row, or losses of one packet, before the QP errors");
     cli.add_option("--retry-mode", retry_mode, "linear | exponential")
         ->check(CLI::IsMember({"linear", "exponential"}));
     cli.add_option("--max-sim-ms", max_sim_ms, "give up after this much simulated time, ms");
@@ -274,6 +293,17 @@ int main(int argc, char **argv) {
     if (c.qp.retry.limit > RetryPolicy::kMaxExponential)
         return usage("--retry-limit must be at most 25");
     if (c.qp.mpr_units < 1 || c.qp.mpr_units > 256) return usage("--mpr must be in [1, 256]");
+    if (!(rto_min_us > 0) || rto_max_us < rto_min_us)
+        return usage("--rto-min-us must be positive and at most --rto-max-us");
+    if (keepalive_ms < 0 || peer_timeout_ms < 0)
+        return usage("--keepalive-ms and --peer-timeout-ms must not be negative");
+    c.qp.retry.adaptive = rto == "adaptive";
+    c.qp.retry.min_rto_ns = uint64_t(rto_min_us * 1000);
+    c.qp.retry.max_rto_ns = uint64_t(rto_max_us * 1000);
+    c.qp.loss.rack = !no_rack;
+    c.qp.loss.tlp = !no_tlp;
+    c.qp.liveness.keepalive_ns = uint64_t(keepalive_ms * 1e6);
+    c.qp.liveness.peer_timeout_ns = uint64_t(peer_timeout_ms * 1e6);
     if (auto e = sim::validate(c); !e.empty()) return usage(e);
     // What a QP would refuse, refused here with the same words.
     {
@@ -310,6 +340,11 @@ int main(int argc, char **argv) {
             {"packets_ecn_marked", r.packets_ecn_marked},
             {"packets_duplicated", r.packets_duplicated},
             {"retransmissions", r.retransmissions},
+            {"data_arrived_again", r.data_arrived_again},
+            {"needless_resends", r.needless_resends},
+            {"final_slots_checked", r.final_slots_checked},
+            {"final_slot_mismatches", r.final_slot_mismatches},
+            {"guard_bytes_changed", r.guard_bytes_changed},
             {"sim_time_us", double(r.sim_time_ns) / 1000},
             {"goodput_gbps", r.goodput_gbps},
             {"per_plane_tx_packets", r.per_plane_tx_packets},
@@ -369,6 +404,11 @@ int main(int argc, char **argv) {
             r.goodput_gbps, double(r.sim_time_ns) / 1000, r.packets_sent,
             r.packets_dropped_by_fabric, r.packets_trimmed, r.packets_ecn_marked,
             r.packets_duplicated, r.retransmissions);
+        std::printf(
+            "loss recovery: %lu found from acks, %lu NACKed, %lu tail probes, %lu timeouts; %lu "
+            "resends arrived a second time (%lu explained by no loss, trim or reordering)\n",
+            r.requester.losses_detected, r.requester.retx_after_nack, r.requester.tail_probes,
+            r.requester.ack_timeouts, r.data_arrived_again, r.needless_resends);
         std::printf("per-plane data packets:");
         for (auto n : r.per_plane_tx_packets)
             std::printf(" %lu", n);

@@ -139,7 +139,9 @@ Result<DaemonConfig> load_config(const std::string &path, const std::string &tex
     c.dp.name = "mrcd";
     c.dp.idle = dp::IdleMode::kSleep;
     c.dp.scorer.period_ns = 1'000'000;  // as mrc-gen: the control thread wakes every 1 ms
-    // A software path on shared CPUs: ack timeouts from 4 ms (docs/mrcd.md).
+    // A software path on shared CPUs: the timeout before the first RTT
+    // sample is 4 ms; after that it follows the RTT, never below 1 ms
+    // (docs/mrcd.md, docs/loss-recovery.md).
     c.qp.retry.timeout_exp = 12;
     c.qp.retry.limit = 15;
     c.qp.cc.nscc.line_rate_gbps = 25;
@@ -230,8 +232,34 @@ Result<DaemonConfig> load_config(const std::string &path, const std::string &tex
         c.qp.cc.algo = cc == "nscc" ? CcAlgo::kNscc : CcAlgo::kFixed;
         TRY(t.number("line_gbps", &c.qp.cc.nscc.line_rate_gbps, 0.001, 10'000));
         TRY(t.whole("evs_per_plane", &c.evs_per_plane, 1, 1024));
+        std::string rto = "adaptive";
+        TRY(t.string("rto", &rto));
+        if (rto != "adaptive" && rto != "fixed")
+            return Error{prefix + "[qp]: rto must be \"adaptive\" or \"fixed\""};
+        c.qp.retry.adaptive = rto == "adaptive";
         TRY(t.whole("retry_timeout_exp", &c.qp.retry.timeout_exp, 1, RetryPolicy::kMaxTimeoutExp));
         TRY(t.whole("retry_limit", &c.qp.retry.limit, 1, RetryPolicy::kMaxExponential));
+        uint64_t rto_min_us = c.qp.retry.min_rto_ns / 1000,
+                 rto_max_ms = c.qp.retry.max_rto_ns / 1'000'000;
+        TRY(t.whole("rto_min_us", &rto_min_us, 1, 10'000'000));
+        TRY(t.whole("rto_max_ms", &rto_max_ms, 1, 600'000));
+        if (rto_max_ms * 1000 < rto_min_us)
+            return Error{prefix + "[qp]: rto_max_ms is below rto_min_us"};
+        c.qp.retry.min_rto_ns = rto_min_us * 1000;
+        c.qp.retry.max_rto_ns = rto_max_ms * 1'000'000;
+        uint64_t keepalive_ms = c.qp.liveness.keepalive_ns / 1'000'000;
+        uint64_t peer_timeout_ms = c.qp.liveness.peer_timeout_ns / 1'000'000;
+        TRY(t.whole("keepalive_ms", &keepalive_ms, 0, 3'600'000));
+        TRY(t.whole("peer_timeout_ms", &peer_timeout_ms, 0, 3'600'000));
+        if (peer_timeout_ms && keepalive_ms && keepalive_ms >= peer_timeout_ms)
+            return Error{prefix +
+                         "[qp]: keepalive_ms must be below peer_timeout_ms (or either 0: off)"};
+        if (peer_timeout_ms && !keepalive_ms)
+            return Error{prefix +
+                         "[qp]: peer_timeout_ms needs keepalives (keepalive_ms > 0): an idle "
+                         "peer would be taken for dead"};
+        c.qp.liveness.keepalive_ns = keepalive_ms * 1'000'000;
+        c.qp.liveness.peer_timeout_ns = peer_timeout_ms * 1'000'000;
         TRY(t.whole("max_send_wr", &c.qp.max_send_wr, 1, 65536));
         TRY(t.done());
     }

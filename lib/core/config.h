@@ -63,11 +63,13 @@ struct EvConfig {
     uint32_t backup_per_plane = 8;  // spares of each plane: they replace its retired EVs
     uint32_t min_active = 8;  // floor: never fewer active EVs that are not ASSUMED_BAD or DENIED
     uint64_t seed = 1;
-    uint64_t skip_ns = 16000;                 // an ECN echo makes the EV SKIP for this long...
-    uint8_t skip_max_doublings = 3;           // ...doubled per mark in a row, up to 2^this times
-    uint8_t trim_skip_factor = 4;             // a trimmed-packet NACK skips this many times longer
-    uint64_t probe_interval_ns = 16000;       // an ASSUMED_BAD EV is probed this often...
-    uint8_t probe_backoff_max_doublings = 4;  // ...doubled per probe lost in a row, up to 2^this
+    uint64_t skip_ns = 16000;                  // an ECN echo makes the EV SKIP for this long...
+    uint8_t skip_max_doublings = 3;            // ...doubled per mark in a row, up to 2^this times
+    uint8_t trim_skip_factor = 4;              // a trimmed-packet NACK skips this many times longer
+    uint64_t probe_interval_ns = 16000;        // an ASSUMED_BAD EV is probed this often...
+    uint8_t probe_backoff_max_doublings = 10;  // ...doubled per probe lost in a row, up to 2^this
+    uint8_t plane_probe_backoff_max_doublings = 4;  // the same for a failed plane's probes (a
+                                                    // whole plane is worth finding back soon)
     uint64_t probe_timeout_ns = 0;     // a probe unanswered this long failed (0: the ack timeout)
     uint8_t probe_successes = 3;       // probe replies in a row that revive an EV or a plane
     uint8_t probe_successes_max = 48;  // flap damping: the most successes ever asked for

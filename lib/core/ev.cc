@@ -46,7 +46,9 @@ const char *EvSet::check(const EvConfig &c, uint32_t planes) {
     if (c.plane_fail_timeouts == 0) return "plane_fail_timeouts must be at least 1";
     if (c.trim_skip_factor == 0) return "trim_skip_factor must be at least 1";
     if (c.skip_max_doublings > 16) return "skip_max_doublings must be at most 16";
-    if (c.probe_backoff_max_doublings > 16) return "probe_backoff_max_doublings must be at most 16";
+    if (c.probe_backoff_max_doublings > 16 || c.plane_probe_backoff_max_doublings > 16)
+        return "probe_backoff_max_doublings and plane_probe_backoff_max_doublings must be at most "
+               "16";
     return nullptr;
 }
 

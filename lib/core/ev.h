@@ -194,6 +194,9 @@ class EvSet {
     static uint64_t probe_wait_ns(const EvConfig &c, uint8_t lost) {
         return c.probe_interval_ns << std::min<uint8_t>(lost, c.probe_backoff_max_doublings);
     }
+    static uint64_t plane_probe_wait_ns(const EvConfig &c, uint8_t lost) {
+        return c.probe_interval_ns << std::min<uint8_t>(lost, c.plane_probe_backoff_max_doublings);
+    }
     static bool usable_state(const EvEntry &e, uint64_t now_ns) {
         return e.state == EvState::kGood ||
                (e.state == EvState::kSkip && now_ns >= e.skip_until_ns);

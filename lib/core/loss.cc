@@ -308,7 +308,7 @@ void Qp::on_rto(uint64_t now_ns) {
 // ---- liveness ---------------------------------------------------------------------
 
 uint64_t Qp::liveness_deadline_ns() const {
-    if (state_ != QpState::kRts) return UINT64_MAX;
+    if (state_ != QpState::kRts || liveness_pending_) return UINT64_MAX;
     const LivenessConfig &l = cfg_.liveness;
     uint64_t t = UINT64_MAX;
     if (l.peer_timeout_ns) t = last_heard_ns_ + l.peer_timeout_ns;

@@ -243,7 +243,7 @@ void Qp::probe_lost(uint32_t i, uint64_t now_ns) {
     if (h.probe_entry == i) {
         h.probe_entry = kNoEv;
         if (h.probe_lost < UINT8_MAX) ++h.probe_lost;
-        h.next_probe_ns = now_ns + EvSet::probe_wait_ns(cfg_.ev, h.probe_lost);
+        h.next_probe_ns = now_ns + EvSet::plane_probe_wait_ns(cfg_.ev, h.probe_lost);
     }
     h.probe_ok = 0;
 }
@@ -357,18 +357,28 @@ void Qp::on_probe_reply(const wire::MrcPacket &p, uint8_t plane_in, uint64_t now
 
 // ---- the responder's reverse EVs ----------------------------------------------------
 
-// About once per RTT (the QP's own measure, else the probe interval), never
-// more often than reverse_probe_min_ns.
+// About once per RTT (the QP's own measure, else the probe interval) while
+// some reverse EV is not known GOOD; once every one is, a refresh every
+// kReverseRefreshRtts RTTs (acks re-report arrivals, so a reverse EV that
+// dies costs little until then, and a duplicate makes it SUSPECT at once).
+// Never more often than reverse_probe_min_ns.
 uint64_t Qp::reverse_cadence_ns() const {
     const uint64_t srtt = srtt_max_ns();
-    return std::max(cfg_.ev.reverse_probe_min_ns, srtt ? srtt : cfg_.ev.probe_interval_ns);
+    const uint64_t rtt =
+        std::max(cfg_.ev.reverse_probe_min_ns, srtt ? srtt : cfg_.ev.probe_interval_ns);
+    for (uint8_t p = 0; p < peer_.planes; ++p)
+        for (uint32_t k = 0; k < EvSet::kReverseEvsPerPlane; ++k)
+            if (evs_.reverse(p, k).state != RevState::kGood) return rtt;
+    return kReverseRefreshRtts * rtt;
 }
 
 // Probing runs while data arrives (within the last 16 cadences) and
-// whenever a reverse probe is out (to give it up in time).
-uint64_t Qp::reverse_probe_due_ns() const {
-    if (state_ != QpState::kRtr && state_ != QpState::kRts) return UINT64_MAX;
-    if (cfg_.ev.reverse_probe_min_ns == 0) return UINT64_MAX;
+// whenever a reverse probe is out (to give it up in time). Kept in
+// reverse_due_ns_, recomputed when something it depends on changes.
+void Qp::update_reverse_due() {
+    reverse_due_ns_ = UINT64_MAX;
+    if (state_ != QpState::kRtr && state_ != QpState::kRts) return;
+    if (cfg_.ev.reverse_probe_min_ns == 0) return;
     uint64_t due = UINT64_MAX;
     const uint64_t timeout = probe_timeout_ns();
     for (uint8_t p = 0; p < peer_.planes; ++p)
@@ -378,7 +388,7 @@ uint64_t Qp::reverse_probe_due_ns() const {
         }
     if (last_data_rx_ns_ != 0 && reverse_next_ns_ < last_data_rx_ns_ + 16 * reverse_cadence_ns())
         due = std::min(due, reverse_next_ns_);
-    return due;
+    reverse_due_ns_ = due;
 }
 
 void Qp::expire_reverse_probes(uint64_t now_ns) {
@@ -391,6 +401,7 @@ void Qp::expire_reverse_probes(uint64_t now_ns) {
                 ++ctr_.reverse_evs_replaced;
             }
         }
+    update_reverse_due();
 }
 
 uint32_t Qp::emit_reverse_probes(TxPacket *out, uint32_t max, uint64_t now_ns) {
@@ -419,8 +430,10 @@ uint32_t Qp::emit_reverse_probes(TxPacket *out, uint32_t max, uint64_t now_ns) {
         f.plane_status = advertised_status();
         control_packet(out[0], plane, wire::write_probe(out[0].hdr, peer_.path[plane], r.ev, f));
         ++ctr_.tx_reverse_probes;
+        update_reverse_due();
         return 1;
     }
+    update_reverse_due();
     return 0;
 }
 
@@ -434,6 +447,7 @@ void Qp::on_reverse_probe_reply(const wire::MrcPacket &p, uint8_t plane_in, uint
         return;
     }
     ++ctr_.reverse_probes_ok;
+    update_reverse_due();
     if (const uint32_t ts = p.probe->ts.get(); ts != 0)
         rtt_sample(uint8_t(plane), static_cast<uint32_t>(now_ns) - ts, true);
     apply_peer_status(p.probe->plane_status, now_ns);

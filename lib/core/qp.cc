@@ -131,9 +131,11 @@ Result<void> Qp::to_rts(Psn send_psn) {
     rto_backoff_ = 0;
     tail_probe_out_ = false;
     retx_blocked_ = false;
-    // Liveness counts from now: the peer has all of peer_timeout_ns to speak.
+    // Liveness counts from the first time the QP's timer sees (set-up calls
+    // carry no time): the peer has all of peer_timeout_ns to speak.
     const uint64_t now_ns = ep_->now_ns();
     last_heard_ns_ = keepalive_sent_ns_ = last_progress_ns_ = now_ns;
+    liveness_pending_ = true;
     keepalive_due_ = false;
     state_ = QpState::kRts;
     rearm(now_ns);
@@ -174,6 +176,7 @@ void Qp::fail(WcStatus cause) {
     inflight_bytes_ = 0;
     for (auto &b : plane_inflight_)
         b = 0;
+    reverse_due_ns_ = UINT64_MAX;
     ep_->cancel_timer(*this);
 }
 
@@ -193,6 +196,8 @@ void Qp::reset() {
     ack_copies_ = 0;
     probes_out_.clear();
     probe_due_ns_ = UINT64_MAX;
+    last_data_rx_ns_ = reverse_next_ns_ = 0;
+    reverse_due_ns_ = UINT64_MAX;
     evs_.release();
     // Queues and windows are sized again by to_init(), PSNs set by to_rtr/to_rts.
 }
@@ -378,6 +383,11 @@ void Qp::on_timer(uint64_t now_ns) {
         ack_trigger_.flags |= wire::kAckDelayed;  // its RTT includes the wait: not for CC
     }
     expire_reverse_probes(now_ns);
+    if (liveness_pending_) {
+        liveness_pending_ = false;
+        last_heard_ns_ = std::max(last_heard_ns_, now_ns);
+        keepalive_sent_ns_ = now_ns;
+    }
     if (state_ == QpState::kRts) {
         // Each can fail the QP (a retry budget or the peer's silence).
         if (now_ns >= rack_timer_ns_) detect_losses(now_ns);
@@ -400,6 +410,7 @@ void Qp::rearm(uint64_t now_ns) {
     uint64_t t = UINT64_MAX;
     if (ack_pending_ && !ack_due_now_) t = std::min(t, ack_deadline_ns_);
     t = std::min(t, reverse_probe_due_ns());
+    if (liveness_pending_) t = now_ns;  // the next time seen starts liveness
     if (state_ == QpState::kRts) {
         t = std::min({t, rack_timer_ns_, rto_deadline_ns(), tlp_deadline_ns(),
                       liveness_deadline_ns(), probe_due_ns_});

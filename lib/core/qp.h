@@ -349,8 +349,10 @@ class Qp {
     uint32_t emit_reverse_probes(TxPacket *out, uint32_t max, uint64_t now_ns);
     void on_reverse_probe_reply(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns);
     void expire_reverse_probes(uint64_t now_ns);
-    uint64_t reverse_probe_due_ns() const;
+    uint64_t reverse_probe_due_ns() const { return reverse_due_ns_; }
+    void update_reverse_due();
     uint64_t reverse_cadence_ns() const;
+    static constexpr uint64_t kReverseRefreshRtts = 16;
     void send_keepalive(TxPacket &t, uint64_t now_ns);
     void send_probe(TxPacket &t, uint32_t entry, uint64_t now_ns);
     void probe_lost(uint32_t entry, uint64_t now_ns);
@@ -436,11 +438,13 @@ class Qp {
     uint64_t last_heard_ns_ = 0;
     uint64_t keepalive_sent_ns_ = 0;
     bool keepalive_due_ = false;
+    bool liveness_pending_ = false;  // in RTS, no time seen since
     uint8_t keepalive_plane_ = 0;
 
     // reverse EVs (responder)
     uint64_t last_data_rx_ns_ = 0;
     uint64_t reverse_next_ns_ = 0;
+    uint64_t reverse_due_ns_ = UINT64_MAX;  // next reverse probe to send or give up
     uint8_t reverse_plane_cursor_ = 0;
 
     // responder

@@ -125,6 +125,7 @@ void Qp::on_data(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns) {
     const uint8_t ce = p.ecn_ce ? wire::kAckEcnEcho : 0;
     if (ce) ++ctr_.rx_ecn_ce;
     last_data_rx_ns_ = now_ns;
+    if (reverse_due_ns_ > reverse_next_ns_) update_reverse_due();  // probing (re)starts
     auto set_trigger = [&](uint8_t flags) {
         // An ECN echo is not overwritten by a later unmarked packet.
         if ((ack_trigger_.flags & wire::kAckEcnEcho) && !(flags & wire::kAckEcnEcho) &&
@@ -147,6 +148,7 @@ void Qp::on_data(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns) {
         // reverse EV of the plane, in case the others are on dead paths too.
         evs_.reverse_ack_lost(plane);
         reverse_next_ns_ = now_ns;
+        update_reverse_due();
         ack_copies_ = EvSet::kReverseEvsPerPlane - 1;
         set_trigger(static_cast<uint8_t>(wire::kAckDuplicate | ce));
         ack_due_now_ = true;

@@ -92,6 +92,9 @@ f.cum_psn = ProtoField.uint24("mrc.nack.cum_psn", "Cumulative PSN", base.DEC)
 f.probe_id = ProtoField.uint32("mrc.probe.id", "Probe id", base.HEX)
 f.probe_ev = ProtoField.uint16("mrc.probe.ev", "Probed EV", base.DEC)
 f.probe_ts = ProtoField.uint32("mrc.probe.ts", "Timestamp", base.DEC)
+f.probe_flags = ProtoField.uint8("mrc.probe.flags", "Probe flags", base.HEX)
+f.probe_reverse = ProtoField.bool("mrc.probe.flags.reverse", "REVERSE (tests the prober's ack EV)", 8, nil, 0x01)
+f.probe_keepalive = ProtoField.bool("mrc.probe.flags.keepalive", "KEEPALIVE (liveness only)", 8, nil, 0x02)
 -- Connection management (mrcd)
 local cm_reasons = { [1] = "no listener", [2] = "no resources", [3] = "bad request" }
 f.cm_conn_id = ProtoField.uint64("mrc.cm.conn_id", "Connection id", base.HEX)
@@ -281,10 +284,17 @@ local function dissect_probe(tvb, pinfo, tree)
     local o = BASE
     tree:add(f.probe_id, tvb(o, 4))
     tree:add(f.probe_ev, tvb(o + 4, 2))
-    check_zero(tree, tvb(o + 6, 1), "reserved byte")
+    local pflags = tvb(o + 6, 1):uint()
+    local pft = tree:add(f.probe_flags, tvb(o + 6, 1))
+    pft:add(f.probe_reverse, tvb(o + 6, 1))
+    pft:add(f.probe_keepalive, tvb(o + 6, 1))
+    if pflags >= 4 then pft:add_proto_expert_info(e_proto, "undefined probe flags") end
     tree:add(f.plane_status, tvb(o + 7, 1))
     tree:add(f.probe_ts, tvb(o + 8, 4))
-    pinfo.cols.info:append(string.format(" id=0x%08x ev=%d", tvb(o, 4):uint(), tvb(o + 4, 2):uint()))
+    local kind = ""
+    if pflags % 2 == 1 then kind = " REVERSE" end
+    if math.floor(pflags / 2) % 2 == 1 then kind = kind .. " KEEPALIVE" end
+    pinfo.cols.info:append(string.format(" id=0x%08x ev=%d%s", tvb(o, 4):uint(), tvb(o + 4, 2):uint(), kind))
 end
 
 local CM = 108

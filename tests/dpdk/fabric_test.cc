@@ -185,6 +185,19 @@ TEST(FaultSuite, RandomLossOnePercentOnOnePlane) {
     EXPECT_GT(plane(r, 0, "ab")["drop_loss"].get<uint64_t>(), 0u);
     EXPECT_EQ(plane(r, 1, "ab")["drop_loss"], 0);
     EXPECT_GT(r.client["retransmissions"].get<uint64_t>(), 0u);
+    // Losses are found from the acks: timeouts are a small minority of
+    // the retransmissions (every one of them came from a timeout before).
+    const json &q = r.client["qp_counters"];
+    const uint64_t retx = q["tx_retx_pkts"].get<uint64_t>();
+    const uint64_t timeouts = q["ack_timeouts"].get<uint64_t>();
+    std::printf(
+        "1%% loss on plane 0: %llu resends: %llu found from acks, %llu tail probes, %llu "
+        "timeouts, %llu spurious\n",
+        (unsigned long long)retx, (unsigned long long)q["losses_detected"].get<uint64_t>(),
+        (unsigned long long)q["tail_probes"].get<uint64_t>(), (unsigned long long)timeouts,
+        (unsigned long long)q["retx_spurious"].get<uint64_t>());
+    EXPECT_GT(q["losses_detected"].get<uint64_t>(), 0u);
+    EXPECT_LE(timeouts * 20, retx) << "at most 5% of the resends after a timeout";
     expect_floor(r, 0.3, "1% loss on plane 0");
 }
 
@@ -215,9 +228,17 @@ TEST(FaultSuite, OnePathInEveryPlaneBlackholed) {
     // still takes are probes and EVs tried again; see docs/fabric.md).
     EXPECT_GT(r.client["qp_counters"]["ev_retired"].get<uint64_t>(), 0u);
     EXPECT_LT(total(r, "drop_blackhole") * 5, total(r, "rx_pkts"));
-    std::printf("blackholes took %.1f%% of the frames; the client retired EVs %llu times\n",
-                100.0 * double(total(r, "drop_blackhole")) / double(total(r, "rx_pkts")),
-                (unsigned long long)r.client["qp_counters"]["ev_retired"].get<uint64_t>());
+    const json &c = r.client["qp_counters"], &s = r.server["qp_counters"];
+    auto n = [](const json &j, const char *k) { return (unsigned long long)j[k].get<uint64_t>(); };
+    std::printf(
+        "blackholes took %.1f%% of the frames (%llu of %llu); the client retired EVs %llu times; "
+        "client probes %llu, keepalives %llu, data %llu + %llu resent; server acks %llu, reverse "
+        "probes %llu (%llu reverse EVs replaced), probe replies %llu\n",
+        100.0 * double(total(r, "drop_blackhole")) / double(total(r, "rx_pkts")),
+        (unsigned long long)total(r, "drop_blackhole"), (unsigned long long)total(r, "rx_pkts"),
+        n(c, "ev_retired"), n(c, "tx_probes"), n(c, "tx_keepalives"), n(c, "tx_data_pkts"),
+        n(c, "tx_retx_pkts"), n(s, "tx_sacks"), n(s, "tx_reverse_probes"),
+        n(s, "reverse_evs_replaced"), n(s, "tx_probe_replies"));
     expect_floor(r, 0.25, "path 1 of every plane blackholed");
 }
 

@@ -97,7 +97,8 @@ TEST(Multipath, PlaneDownAndBackIsUsedAgainAfterProbes) {
     // times): in use again at most one longest wait and probe_successes
     // intervals after it came back, at its full share 300 us after that.
     const EvConfig &ev = c.qp.ev;
-    const uint64_t back_ns = 1500 * kUs + EvSet::probe_wait_ns(ev, ev.probe_backoff_max_doublings) +
+    const uint64_t back_ns = 1500 * kUs +
+                             EvSet::plane_probe_wait_ns(ev, ev.plane_probe_backoff_max_doublings) +
                              uint64_t{ev.probe_successes} * ev.probe_interval_ns;
     const size_t back = back_ns / c.series_ns + 1;
     EXPECT_EQ(r.series_plane_tx[10][1], 0u);

@@ -38,7 +38,7 @@ fields=(frame.number mrc.opcode mrc.flags mrc.dst_qpn mrc.psn mrc.ev mrc.msn mrc
         mrc.tx_ts mrc.reth.remote_addr mrc.reth.rkey mrc.reth.length mrc.imm mrc.imm.msg_bytes
         mrc.sack.trigger_psn mrc.sack.offset mrc.ev_echo mrc.sack.bitmap mrc.sack.psn
         mrc.sack.count mrc.ts_echo mrc.rwnd_units mrc.ack.flags mrc.plane_status
-        mrc.nack.reason mrc.nack.cum_psn mrc.probe.id mrc.probe.ev mrc.probe.ts
+        mrc.nack.reason mrc.nack.cum_psn mrc.probe.id mrc.probe.ev mrc.probe.ts mrc.probe.flags
         ip.checksum.status udp.checksum.status _ws.malformed _ws.expert.severity udp.srcport)
 decode() {  # pcap -> tab-separated fields, one line per frame
   local args=()
@@ -77,9 +77,10 @@ expect = {
       "mrc.plane_status": 0xf},
   6: {"mrc.opcode": 0x11, "mrc.psn": 103, "mrc.nack.reason": 0x1a, "mrc.ack.flags": 0x01},
   7: {"mrc.opcode": 0x20, "mrc.dst_qpn": 0x0a0b0c, "mrc.psn": 0, "mrc.probe.id": 0x00020007,
-      "mrc.probe.ev": 40005, "mrc.ev": 40005, "mrc.probe.ts": 123456789, "mrc.plane_status": 0x1},
+      "mrc.probe.ev": 40005, "mrc.ev": 40005, "mrc.probe.ts": 123456789, "mrc.plane_status": 0x1,
+      "mrc.probe.flags": 0x01},
   8: {"mrc.opcode": 0x21, "mrc.dst_qpn": 0x777, "mrc.probe.id": 0x00020007, "mrc.probe.ev": 40005,
-      "mrc.probe.ts": 123456789},
+      "mrc.probe.ts": 123456789, "mrc.probe.flags": 0x01},
   9: {"mrc.opcode": None},
   10: {"mrc.opcode": 0x01, "mrc.reth.length": 1000},
   11: {"mrc.opcode": 0x11, "mrc.dst_qpn": 0, "mrc.ack.flags": 0x02},
@@ -112,7 +113,7 @@ if bad:
     print("\n".join(bad))
     sys.exit(1)
 print("golden capture: 11 frames, every field as written (WRITE, WRITE_IMM, trimmed WRITE, SACK, "
-      "2 NACKs, PROBE, PROBE_REPLY; non-MRC UDP left alone; a short payload and a NACK to "
+      "2 NACKs, reverse PROBE and PROBE_REPLY; non-MRC UDP left alone; a short payload and a NACK to "
       "QPN 0 with a DUPLICATE flag flagged as errors)")
 PY
 

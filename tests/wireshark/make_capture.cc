@@ -125,8 +125,9 @@ int main(int argc, char **argv) {
     fr.assign(kMaxHdrBytes, 0);
     fr.resize(write_nack(fr.data(), addr(true), 50003, n));
     emit(fr);
-    // 7, 8: PROBE on EV 40005 and its reply.
+    // 7, 8: a reverse PROBE on EV 40005 and its reply.
     ProbeFields pr;
+    pr.flags = kProbeReverse;
     pr.dst_qpn = 0x0a0b0c;
     pr.probe_id = 0x00020007;
     pr.ev = 40005;
