@@ -520,6 +520,7 @@ json Generator::summary(double elapsed_s) {
              {"rx_packets", s.port_rx_pkts[p]},
              {"tx_data_pkts", s.planes[p].tx_data_pkts},
              {"tx_retx_pkts", s.planes[p].tx_retx_pkts},
+             {"lost_pkts", s.planes[p].lost_pkts},
              {"ack_timeouts", s.planes[p].ack_timeouts},
              {"rtt_us_mean", s.planes[p].rtt_samples ? double(s.planes[p].rtt_sum_ns) /
                                                            double(s.planes[p].rtt_samples) / 1000

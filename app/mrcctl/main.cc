@@ -118,18 +118,19 @@ void print_status(const json &j) {
 }
 
 void print_ports(const json &j) {
-    fmt::print("{:>5} {:<14} {:<10} {:<15} {:<5} {:<16} {:>12} {:>12} {:>9} {:>8} {:>6} {:>6}\n",
-               "plane", "port", "driver", "ip", "link", "health", "tx_pkts", "rx_pkts", "retx",
-               "timeouts", "EVs", "bad");
+    fmt::print(
+        "{:>5} {:<14} {:<10} {:<15} {:<5} {:<16} {:>12} {:>12} {:>9} {:>9} {:>8} {:>6} {:>6}\n",
+        "plane", "port", "driver", "ip", "link", "health", "tx_pkts", "rx_pkts", "retx", "lost",
+        "timeouts", "EVs", "bad");
     for (const auto &p : j["ports"])
         fmt::print(
-            "{:>5} {:<14} {:<10} {:<15} {:<5} {:<16} {:>12} {:>12} {:>9} {:>8} {:>6} {:>6}\n",
+            "{:>5} {:<14} {:<10} {:<15} {:<5} {:<16} {:>12} {:>12} {:>9} {:>9} {:>8} {:>6} {:>6}\n",
             p["plane"].get<int>(), p["port"].get<std::string>(), p["driver"].get<std::string>(),
             p["ip"].get<std::string>(), p["link"].get<std::string>(),
             p["health"].get<std::string>(), p["tx_packets"].get<uint64_t>(),
             p["rx_packets"].get<uint64_t>(), p["tx_retx_pkts"].get<uint64_t>(),
-            p["ack_timeouts"].get<uint64_t>(), p["evs_total"].get<uint64_t>(),
-            p["evs_assumed_bad"].get<uint64_t>());
+            p["lost_pkts"].get<uint64_t>(), p["ack_timeouts"].get<uint64_t>(),
+            p["evs_total"].get<uint64_t>(), p["evs_assumed_bad"].get<uint64_t>());
     for (const auto &p : j["ports"])
         if (p.contains("xdp"))
             fmt::print(

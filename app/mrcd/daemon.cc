@@ -1860,6 +1860,7 @@ std::string Daemon::admin(const std::string &text, const Client &c) {
                              {"rx_packets", s.port_rx_pkts[p]},
                              {"tx_data_pkts", s.planes[p].tx_data_pkts},
                              {"tx_retx_pkts", s.planes[p].tx_retx_pkts},
+                             {"lost_pkts", s.planes[p].lost_pkts},
                              {"ack_timeouts", s.planes[p].ack_timeouts},
                              {"rtt_us_mean", s.planes[p].rtt_samples
                                                  ? double(s.planes[p].rtt_sum_ns) /
@@ -1901,6 +1902,10 @@ std::string Daemon::admin(const std::string &text, const Client &c) {
                           {"evs", e},
                           {"tx_data_pkts", s.c.tx_data_pkts},
                           {"tx_retx_pkts", s.c.tx_retx_pkts},
+                          {"losses_detected", s.c.losses_detected},
+                          {"tail_probes", s.c.tail_probes},
+                          {"ack_timeouts", s.c.ack_timeouts},
+                          {"retx_spurious", s.c.retx_spurious},
                           {"rx_data_bytes", s.c.rx_data_bytes},
                           {"wrs_completed", s.c.wr_completed}};
                 if (QpState(s.state) == QpState::kError)

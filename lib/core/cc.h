@@ -45,9 +45,11 @@ class CongestionControl {
     }
     // An ack timeout of a packet of `bytes`: it was lost without a trace.
     virtual uint8_t on_timeout(uint64_t /*now_ns*/, uint32_t /*bytes*/) { return kCcNone; }
-    // A packet of `bytes` found lost from acks (docs/loss-recovery.md):
-    // untrimmed loss is a path signal first, so by default as a timeout.
-    virtual uint8_t on_loss(uint64_t now_ns, uint32_t bytes) { return on_timeout(now_ns, bytes); }
+    // A packet of `bytes` found lost from acks (docs/loss-recovery.md).
+    // Loss without a trim is a path signal (the EV pays for it), not a
+    // congestion one: congestion shows as ECN, delay and trims. So by
+    // default nothing changes here: a QP on a lossy link keeps its window.
+    virtual uint8_t on_loss(uint64_t /*now_ns*/, uint32_t /*bytes*/) { return kCcNone; }
 };
 
 // Why `cfg` cannot work with packets of `mtu_bytes` over `planes` planes,

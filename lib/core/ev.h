@@ -10,28 +10,28 @@
 //
 // EV health. Rows: the EV's state; columns: what happened to it.
 //
-//   state       | clean ack  | ECN echo   | trim NACK (*) | ack timeout, no trim    | probe reply
-//   | probe lost | deny    | allow
-//   ------------+------------+------------+---------------+-------------------------+---------------+------------+---------+------------
-//   GOOD        | GOOD,      | SKIP       | SKIP x factor | ASSUMED_BAD: retired,   | - | - |
-//   DENIED  | -
-//               | level 0    | level + 1  | level + 1     | a spare takes its slot; | | |         |
-//               |            |            |               | at the floor: SKIP max  | | |         |
-//   SKIP        | level 0    | SKIP again,| as GOOD       | as GOOD                 | - | - |
-//   DENIED  | -
-//               | (expires)  | level + 1  |               |                         | | |         |
-//   ASSUMED_BAD | -          | -          | -             | -                       | ok + 1; at |
-//   ok = 0     | DENIED  | -
-//               |            |            |               |                         | need: GOOD |
-//               |         |
-//   DENIED      | -          | -          | -             | -                       | - | - | - |
-//   ASSUMED_BAD
+// clang-format off
+//   state       | delivered  | ECN echo   | trim NACK (*) | loss found    | timeout while   | probe reply | probe lost | deny   | allow
+//               | (an ack)   |            |               | from acks     | the peer answers|             |            |        |
+//   ------------+------------+------------+---------------+---------------+-----------------+-------------+------------+--------+------------
+//   GOOD        | GOOD,      | SKIP       | SKIP x factor | 1st: as trim; | ASSUMED_BAD:    | -           | -          | DENIED | -
+//               | level 0,   | level + 1  | level + 1     | 2nd in a row: | retired, a spare|             |            |        |
+//               | strikes 0  |            |               | as timeout    | takes its slot; |             |            |        |
+//               |            |            |               |               | at the floor:   |             |            |        |
+//               |            |            |               |               | SKIP max        |             |            |        |
+//   SKIP        | level 0    | SKIP again,| as GOOD       | as GOOD       | as GOOD         | -           | -          | DENIED | -
+//               | (expires)  | level + 1  |               |               |                 |             |            |        |
+//   ASSUMED_BAD | -          | -          | -             | -             | -               | ok + 1; at  | ok = 0     | DENIED | -
+//               |            |            |               |               |                 | need: GOOD  |            |        |
+//   DENIED      | -          | -          | -             | -             | -               | -           | -          | -      | ASSUMED_BAD
+// clang-format on
 //
 //   (*) TRIMMED only: a last-hop trim or a receiver-resource NACK is not
 //       the path's fault and changes nothing.
-//   A packet found lost from acks (docs/loss-recovery.md) acts as a trim
-//   NACK the first time after a delivery on the EV, and as a timeout the
-//   second time in a row.
+//   A loss found from acks (docs/loss-recovery.md) acts as a trim NACK the
+//   first time since a packet the EV carried was acknowledged (strikes 1),
+//   and as a timeout the second time in a row. A timeout while the peer
+//   says nothing at all changes nothing (no path is to blame).
 //   SKIP lasts skip_ns << min(level, skip_max_doublings) (x trim_skip_factor
 //   for a trim); it ends by itself (checked when the walk reaches the EV).
 //   A revived EV (ok reached `need`) returns to GOOD; a spare that revives

@@ -13,9 +13,10 @@
 //      in RTT; spraying makes arrival order meaningless, send order and
 //      time are what count), and reo_wnd is the largest of half the
 //      smoothed RTT, the spread of the plane's recent RTTs and the
-//      lateness recently seen (x 1.25), at most two smoothed RTTs. A
-//      transmission that satisfies (a) but not yet (b) arms the timer for
-//      the moment it will.
+//      lateness recently seen (x 1.25), a whole smoothed RTT while the
+//      plane has few samples, at most two smoothed RTTs, plus the peer's
+//      ack delay. A transmission that satisfies (a) but not yet (b) arms
+//      the timer for the moment it will.
 //   2. A tail-loss probe: when nothing was acknowledged and nothing sent
 //      for 2 x srtt + the ack delay while packets are out, the latest one
 //      is sent again; its ack makes (a) true for everything sent before.

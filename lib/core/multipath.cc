@@ -4,17 +4,20 @@
 // Planes. A plane is usable while no reason to leave it holds (qp.h,
 // kPlane*). Rows: an event; columns: what the QP does.
 //
-//   event                                       | reason set / cleared         | then
-//   --------------------------------------------+------------------------------+-----------------------------
-//   link down / up (Endpoint::set_plane_up)     | + link / - link, + verify    | probes before use
-//   again scorer took the plane down / up (table)     | + table / - table            | table UP
-//   needs probe replies operator deny / allow (table)               | + denied / - denied, +
-//   verify| peer's acks: plane bit clear / set again    | + peer / - peer, + verify    |
-//   plane_fail_timeouts EVs of the plane retired| + failed                     | its packets time
-//   out and are with no ack from the plane in between, or   |                              | resent
-//   on other planes every active EV of the plane out of use     |                              |
-//   probe_successes probe replies in a row on   | - failed, - verify           | usable when
-//   nothing else holds the plane                                   |                              |
+// clang-format off
+//   event                                                  | reason set / cleared       | then
+//   -------------------------------------------------------+----------------------------+--------------------------
+//   link down / up (Endpoint::set_plane_up)                | + link / - link, + verify  | probes before use again
+//   scorer took the plane down / up (table)                | + table / - table          | table UP needs probe replies
+//   operator deny / allow (table)                          | + denied / - denied,       | probes before use again
+//                                                          |   + verify                 |
+//   peer's acks: plane bit clear / set again               | + peer / - peer, + verify  |
+//   losses of plane_fail_timeouts distinct EVs, each sent  | + failed                   | its packets in flight are
+//   after the latest packet the plane delivered; or every  |                            | found lost and resent on
+//   active EV of the plane out of use                      |                            | other planes
+//   probe_successes probe replies in a row on the plane    | - failed, - verify         | usable when nothing else
+//                                                          |                            | holds the plane
+// clang-format on
 //
 // While failed, verify or table hold (and link, denied and peer do not),
 // the QP probes the plane: one probe per probe interval on its active EVs
