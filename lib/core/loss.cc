@@ -26,8 +26,9 @@
 //      answered anything since it left; a peer that says nothing at all
 //      (stalled, or gone) costs one resend per back-off step, no storm.
 //      More than retry.limit expiries in a row with nothing acknowledged
-//      error the QP; a packet found lost from acks more than retry.limit
-//      times does too.
+//      (while the peer answers, or with no liveness check) error the QP;
+//      a packet found lost from acks more than retry.limit times does too.
+//      A peer silent for peer_timeout_ns errors it as unreachable.
 //
 //   event                              | T's EV          | T's plane           | T
 //   -----------------------------------+-----------------+---------------------+-------------
@@ -52,10 +53,6 @@ namespace mrc {
 
 namespace {
 constexpr uint32_t kSettleSamples = 16;
-// Transmission order, modulo 2^32.
-bool before(uint32_t a, uint32_t b) {
-    return static_cast<int32_t>(a - b) < 0;
-}
 }  // namespace
 
 // ---- the send-order list ----------------------------------------------------------
@@ -192,10 +189,10 @@ uint64_t Qp::reorder_window_ns(uint8_t plane, uint64_t now_ns) const {
 
 // ---- loss detection from acks -----------------------------------------------------
 
-void Qp::rack_note(TxSlot &s, uint64_t now_ns, uint32_t order_before) {
+void Qp::rack_note(TxSlot &s, uint64_t now_ns, uint64_t order_before) {
     PlaneTiming &t = timing_[s.plane];
     // Late: a packet sent after this one was acknowledged by an earlier ack.
-    if (rack_valid_ && before(s.tx_order, order_before)) {
+    if (rack_valid_ && s.tx_order < order_before) {
         const uint64_t due = s.sent_ns + rtt_ref_ns(s.plane);
         if (now_ns > due) {
             t.rtt.lateness(now_ns - due, now_ns,
@@ -203,11 +200,11 @@ void Qp::rack_note(TxSlot &s, uint64_t now_ns, uint32_t order_before) {
             ++ctr_.reordered_pkts;
         }
     }
-    if (!rack_valid_ || before(rack_order_, s.tx_order)) {
+    if (!rack_valid_ || rack_order_ < s.tx_order) {
         rack_order_ = s.tx_order;
         rack_valid_ = true;
     }
-    if (!t.rack_valid || before(t.rack_order, s.tx_order)) {
+    if (!t.rack_valid || t.rack_order < s.tx_order) {
         t.rack_order = s.tx_order;
         t.rack_rtt_ns = std::max<uint64_t>(now_ns - s.sent_ns, 1);
         t.rack_valid = true;
@@ -221,7 +218,7 @@ void Qp::detect_losses(uint64_t now_ns) {
     for (uint32_t q = tx_head_; q != kNil;) {
         TxSlot &s = slot(Psn(q));
         const uint32_t next = s.next;
-        if (!before(s.tx_order, rack_order_)) break;  // nothing sent after it has arrived
+        if (s.tx_order >= rack_order_) break;  // nothing sent after it has arrived
         if (wnd[s.plane] == 0) wnd[s.plane] = reorder_window_ns(s.plane, now_ns);
         const uint64_t deadline = s.sent_ns + rtt_ref_ns(s.plane) + wnd[s.plane];
         if (now_ns >= deadline) {
@@ -261,6 +258,7 @@ void Qp::declare_lost(Psn p, TxSlot &s, uint64_t now_ns) {
 void Qp::ack_progress(uint64_t now_ns) {
     last_progress_ns_ = now_ns;
     rto_backoff_ = 0;
+    rto_charged_ = 0;
     tail_probe_out_ = false;
 }
 
@@ -280,20 +278,26 @@ void Qp::on_rto(uint64_t now_ns) {
     TxSlot &s = slot(p);
     ++ctr_.ack_timeouts;
     ++ep_->plane_ctr_[s.plane].ack_timeouts;
-    if (s.retries < UINT8_MAX) ++s.retries;
     if (rto_backoff_ < UINT8_MAX) ++rto_backoff_;
+    const bool answered = last_ack_rx_ns_ > s.sent_ns;
     // The budget of timeouts is the QP's: so many in a row with nothing
-    // acknowledged in between (whichever packet each one resent).
-    const RetryPolicy &r = cfg_.retry;
-    const bool forever =
-        r.mode == RetryMode::kExponential && r.limit >= RetryPolicy::kMaxExponential;
-    if (!forever && rto_backoff_ > r.limit) {
-        error_psn_ = p;
-        return fail(WcStatus::kRetryExceeded);
+    // acknowledged in between (whichever packet each one resent). While
+    // the peer says nothing at all, that is for the liveness check to
+    // judge (when there is one): a peer descheduled for a while must not
+    // fail the QP, and a peer that is gone fails it as unreachable.
+    if (answered || cfg_.liveness.peer_timeout_ns == 0) {
+        const RetryPolicy &r = cfg_.retry;
+        const bool forever =
+            r.mode == RetryMode::kExponential && r.limit >= RetryPolicy::kMaxExponential;
+        if (rto_charged_ < UINT8_MAX) ++rto_charged_;
+        if (!forever && rto_charged_ > r.limit) {
+            error_psn_ = p;
+            return fail(WcStatus::kRetryExceeded);
+        }
     }
     count_cc(cc_[s.plane]->on_timeout(now_ns, s.len));
     cwnd_[s.plane] = cc_[s.plane]->window_bytes();
-    if (last_ack_rx_ns_ > s.sent_ns) {
+    if (answered) {
         // The peer answered since it left: this path lost it.
         ++ep_->plane_ctr_[s.plane].lost_pkts;
         on_path_loss(s, true, now_ns);

@@ -181,8 +181,12 @@ void Qp::set_ev_denied(uint16_t ev, bool denied, uint64_t now_ns) {
         evs_.deny(i, now_ns);
         probes_out_.erase(std::remove(probes_out_.begin(), probes_out_.end(), i),
                           probes_out_.end());
+        // Was it the plane's outstanding probe? Then the plane probes again.
+        PlaneHealth &h = plane_[evs_.entry(i).plane];
+        if (h.probe_entry == i) h.probe_entry = kNoEv;
     } else {
         evs_.allow(i, now_ns);
+        retx_blocked_ = false;  // a resend that found no EV may find one now
     }
     update_probe_due(now_ns);
     became_ready();
@@ -408,9 +412,12 @@ void Qp::expire_reverse_probes(uint64_t now_ns) {
 }
 
 uint32_t Qp::emit_reverse_probes(TxPacket *out, uint32_t max, uint64_t now_ns) {
-    expire_reverse_probes(now_ns);
+    expire_reverse_probes(now_ns);  // recomputes reverse_due_ns_
+    // The same rule as update_reverse_due(): the probe scheduled at
+    // reverse_next_ns_ goes out if it fell while data still arrived.
     if (max == 0 || cfg_.ev.reverse_probe_min_ns == 0 || last_data_rx_ns_ == 0 ||
-        now_ns < reverse_next_ns_ || now_ns >= last_data_rx_ns_ + 16 * reverse_cadence_ns())
+        now_ns < reverse_next_ns_ ||
+        reverse_next_ns_ >= last_data_rx_ns_ + 16 * reverse_cadence_ns())
         return 0;
     reverse_next_ns_ = now_ns + reverse_cadence_ns();
     // The planes acks may take, in turn.

@@ -128,7 +128,7 @@ Result<void> Qp::to_rts(Psn send_psn) {
     tx_head_ = tx_tail_ = kNil;
     rack_valid_ = false;
     rack_timer_ns_ = UINT64_MAX;
-    rto_backoff_ = 0;
+    rto_backoff_ = rto_charged_ = 0;
     tail_probe_out_ = false;
     retx_blocked_ = false;
     // Liveness counts from the first time the QP's timer sees (set-up calls
@@ -414,7 +414,7 @@ void Qp::rearm(uint64_t now_ns) {
     if (state_ == QpState::kRts) {
         t = std::min({t, rack_timer_ns_, rto_deadline_ns(), tlp_deadline_ns(),
                       liveness_deadline_ns(), probe_due_ns_});
-        if (!retx_later_.empty()) t = std::min(t, retx_later_.front().due_ns);
+        if (!retx_blocked_ && !retx_later_.empty()) t = std::min(t, retx_later_.front().due_ns);
     }
     if (t == UINT64_MAX) {
         ep_->cancel_timer(*this);

@@ -192,7 +192,7 @@ class Qp {
         // transmission may still be acknowledged and it is not queued.
         uint32_t prev = kNil;
         uint32_t next = kNil;
-        uint32_t tx_order = 0;  // the QP's transmission count when it last left
+        uint64_t tx_order = 0;  // the QP's transmission count when it last left (never wraps)
         uint16_t ev_idx = 0;    // entry of the EV set that carried the latest transmission
         uint8_t plane = 0;
         uint8_t prev_plane = 0;  // plane of the transmission before the latest
@@ -216,7 +216,7 @@ class Qp {
     struct PlaneTiming {
         PlaneRtt rtt;
         uint64_t rack_rtt_ns = 0;
-        uint32_t rack_order = 0;
+        uint64_t rack_order = 0;
         bool rack_valid = false;
     };
 
@@ -254,7 +254,7 @@ class Qp {
     uint64_t tlp_deadline_ns() const;
     // A transmission of `s` got through (acked, or trimmed and NACKed):
     // what loss detection learns from it.
-    void rack_note(TxSlot &s, uint64_t now_ns, uint32_t order_before);
+    void rack_note(TxSlot &s, uint64_t now_ns, uint64_t order_before);
     void detect_losses(uint64_t now_ns);
     void declare_lost(Psn p, TxSlot &s, uint64_t now_ns);
     bool spend_retry(Psn p, TxSlot &s);
@@ -422,15 +422,16 @@ class Qp {
     // loss recovery
     uint32_t tx_head_ = kNil;  // send-order list: oldest transmission awaiting its ack
     uint32_t tx_tail_ = kNil;
-    uint32_t tx_count_ = 0;  // transmissions so far (TxSlot::tx_order)
+    uint64_t tx_count_ = 0;  // transmissions so far (TxSlot::tx_order)
     PlaneTiming timing_[kMaxPlanes];
     bool rack_valid_ = false;
-    uint32_t rack_order_ = 0;              // the latest-sent transmission known to have arrived
+    uint64_t rack_order_ = 0;              // the latest-sent transmission known to have arrived
     uint64_t rack_timer_ns_ = UINT64_MAX;  // when a transmission not yet late becomes lost
     uint64_t last_progress_ns_ = 0;        // an ack acknowledged something new (or the RTO fired)
     uint64_t last_ack_rx_ns_ = 0;          // any ack or NACK arrived
     uint64_t last_data_tx_ns_ = 0;
     uint8_t rto_backoff_ = 0;  // timeouts in a row without progress
+    uint8_t rto_charged_ = 0;  // ...of them charged to the retry budget
     bool tail_probe_out_ = false;
     bool retx_blocked_ = false;  // a resend found no EV it may take: wait for the planes
 

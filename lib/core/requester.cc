@@ -164,19 +164,21 @@ bool Qp::mark_acked(TxSlot &s, uint64_t now_ns) {
     if (s.listed) tx_unlink(s);
     inflight_bytes_ -= s.len;
     plane_inflight_[s.plane] -= s.len;
-    AckedOnPlane &a = acked_[s.plane];
-    a.bytes += s.len;
-    ++a.pkts;
-    a.latest_sent_ns = std::max(a.latest_sent_ns, s.sent_ns);
     // An ack that comes sooner after a resend than any RTT the plane has
     // shown may be for an earlier transmission: loss detection does not
-    // learn from it (RFC 8985). Sooner than half of that, it certainly is:
-    // the resend was not needed, and the reorder window learns how late
-    // the earlier transmission was. (Half: a resend may find emptier
-    // queues than any sample did.)
+    // learn from it (RFC 8985), and the delivery is credited to the earlier
+    // transmission's plane. Sooner than half of that, it certainly is: the
+    // resend was not needed, and the reorder window learns how late the
+    // earlier transmission was. (Half: a resend may find emptier queues
+    // than any sample did.)
     const uint64_t min_rtt = min_rtt_ns(s.plane);
-    if (s.kind != TxKind::kFirst && s.kind != TxKind::kNack && min_rtt != UINT64_MAX &&
-        now_ns - s.sent_ns < min_rtt) {
+    const bool earlier = s.kind != TxKind::kFirst && s.kind != TxKind::kNack &&
+                         min_rtt != UINT64_MAX && now_ns - s.sent_ns < min_rtt;
+    AckedOnPlane &a = acked_[earlier ? s.prev_plane : s.plane];
+    a.bytes += s.len;
+    ++a.pkts;
+    a.latest_sent_ns = std::max(a.latest_sent_ns, earlier ? s.prev_sent_ns : s.sent_ns);
+    if (earlier) {
         if (now_ns - s.sent_ns < min_rtt / 2) {
             if (s.kind != TxKind::kTailProbe) ++ctr_.retx_spurious;
             const uint64_t due = s.prev_sent_ns + rtt_ref_ns(s.prev_plane);
@@ -226,7 +228,7 @@ void Qp::queue_retx_now(Psn p, TxKind kind) {
 
 // Moves the cumulative point to `cum`, acknowledging what it passes.
 void Qp::advance_una(Psn cum, uint64_t now_ns) {
-    const uint32_t order_before = rack_order_;
+    const uint64_t order_before = rack_order_;
     while (snd_una_ != cum) {
         TxSlot &s = slot(snd_una_);
         if (!s.acked) {
@@ -250,7 +252,7 @@ void Qp::on_sack(const wire::MrcPacket &p, uint64_t now_ns) {
     const bool window_was_full = !can_send_new();
     const uint64_t acked_before = ctr_.acked_pkts + ctr_.sacked_pkts;
     // Loss detection compares with what earlier acks said, not this one.
-    const uint32_t order_before = rack_order_;
+    const uint64_t order_before = rack_order_;
     if (distance(snd_una_, cum) < 0)
         ++ctr_.rx_sacks_stale;
     else
@@ -320,7 +322,7 @@ void Qp::on_nack(const wire::MrcPacket &p, uint64_t now_ns) {
     const auto reason = static_cast<wire::NackReason>(h.reason);
     if (reason == wire::NackReason::kRemoteAccess) return fail(WcStatus::kRemoteAccessError);
     if (reason == wire::NackReason::kUnexpected) return fail(WcStatus::kRemoteProtocolError);
-    const uint32_t order_before = rack_order_;
+    const uint64_t order_before = rack_order_;
     // The NACK's cumulative PSN is an ack too.
     const Psn cum(h.cum_psn.get());
     if (distance(snd_una_, cum) > 0 && distance(cum, snd_nxt_) >= 0) {
@@ -331,9 +333,16 @@ void Qp::on_nack(const wire::MrcPacket &p, uint64_t now_ns) {
     }
     peer_window_pkts_ = uint32_t{h.rwnd_units.get()} * wire::kPsnsPerWindowUnit;
     apply_peer_status(h.plane_status, now_ns);
+    // What the cumulative part acknowledged may show losses; whatever
+    // happens to the PSN named below, they are looked for and the timer set.
+    auto settle = [&] {
+        if (state_ != QpState::kRts) return;
+        if (cfg_.loss.rack) detect_losses(now_ns);
+        if (state_ == QpState::kRts) rearm(now_ns);
+    };
     if (!in_flight(psn) || slot(psn).acked) {
         ++ctr_.rx_nacks_stale;
-        return;
+        return settle();
     }
     TxSlot &s = slot(psn);
     // A NACK names the transmission it refuses by its timestamp: one for an
@@ -341,7 +350,7 @@ void Qp::on_nack(const wire::MrcPacket &p, uint64_t now_ns) {
     // a loss was found), asks for nothing more.
     if (h.ts_echo.get() != static_cast<uint32_t>(s.sent_ns)) {
         ++ctr_.rx_nacks_stale;
-        return;
+        return settle();
     }
     if (++s.nacks > cfg_.nack_retry_limit) {
         error_psn_ = psn;
@@ -369,7 +378,6 @@ void Qp::on_nack(const wire::MrcPacket &p, uint64_t now_ns) {
             // still missing may be lost.
             if (s.listed) rack_note(s, now_ns, order_before);
             queue_retx_now(psn, TxKind::kNack);
-            if (cfg_.loss.rack) detect_losses(now_ns);
             break;
         }
         default:  // NO_RESOURCE, PSN_OUT_OF_WINDOW: the responder needs time
@@ -382,7 +390,7 @@ void Qp::on_nack(const wire::MrcPacket &p, uint64_t now_ns) {
             }
             break;
     }
-    if (state_ == QpState::kRts) rearm(now_ns);
+    settle();
 }
 
 }  // namespace mrc

@@ -263,6 +263,9 @@ void Qp::emit_sack(TxPacket &t, uint8_t plane_status) {
     ack_due_now_ = ack_pending_ = false;
     bytes_since_ack_ = 0;
     ack_trigger_.flags = 0;
+    // Its timestamp is echoed once: a later SACK with no new trigger (the
+    // next of a series, a window update) carries no RTT sample.
+    ack_trigger_.ts = 0;
     last_adv_rwnd_units_ = f.rwnd_units;
     ++ctr_.tx_sacks;
     // Everything in the bitmap is reported now; if arrivals elsewhere are
@@ -274,7 +277,8 @@ void Qp::emit_sack(TxPacket &t, uint8_t plane_status) {
         const auto nw = static_cast<uint32_t>(unrep_bits_.size());
         unrep_bits_[w] &= ~(f.bitmap << b);
         if (b) unrep_bits_[(w + 1) % nw] &= ~(f.bitmap >> (64 - b));
-        has_unreported_ = next_unreported(epsn_, &unreported_);
+        // unreported_ was the oldest: the next one can only be later.
+        has_unreported_ = next_unreported(unreported_, &unreported_);
         if (has_unreported_) ack_due_now_ = true;
     }
 }

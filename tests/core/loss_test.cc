@@ -320,7 +320,8 @@ TEST(Loss, ADeadPeerErrorsTheSenderAndTheQpThatOnlyReceives) {
     QpConfig c = live_config();
     c.liveness.keepalive_ns = 100'000;
     c.liveness.peer_timeout_ns = 500'000;
-    c.retry.limit = RetryPolicy::kMaxExponential;  // retries alone never give up
+    // The harness's retry limit (3): timeouts while the peer is silent are
+    // the liveness check's to judge, not the retry budget's.
     Harness h(c);
     ASSERT_EQ(h.write(4 * 1024, 0, 7), PostResult::kOk);
     auto d = h.drain(h.a);
@@ -397,6 +398,92 @@ TEST(Loss, NoNewDataOnADeniedPlaneEvenWhenNoPlaneIsUsable) {
     h.a.ep->set_plane_up(0, false);
     ASSERT_EQ(h.write(8 * 1024, 65536, 2), PostResult::kOk);
     EXPECT_TRUE(data_frames(h.drain(h.a)).empty());
+}
+
+TEST(Loss, AnIdleResponderStopsProbingAndArmsNothing) {
+    // Data arrives, then stops: reverse probing runs a while and ends, at
+    // whatever moment the last probe fell due (a timer left armed in the
+    // past would spin the worker for ever).
+    for (uint64_t step = 900; step <= 20'000; step += 1'700) {
+        QpConfig c = live_config();
+        c.liveness = LivenessConfig{0, 0};
+        Harness h(c);
+        ASSERT_EQ(h.write(1024), PostResult::kOk);
+        h.advance(kRtt);
+        h.deliver_all(h.b, h.drain(h.a));
+        for (uint64_t t = 0; t < 3'000'000; t += step) {
+            h.advance(step);
+            h.deliver_all(h.a, h.drain(h.b));  // probes answered
+            h.deliver_all(h.b, h.drain(h.a));
+        }
+        EXPECT_FALSE(h.b.ep->tx_pending()) << "step " << step;
+        EXPECT_EQ(h.b.ep->next_timer_ns(), UINT64_MAX) << "step " << step << ": a timer is armed";
+        EXPECT_GT(h.b.qp->counters().tx_reverse_probes, 0u);
+    }
+}
+
+TEST(Loss, ABlockedResendArmsNoTimerThatCannotMakeProgress) {
+    Harness h;
+    ASSERT_EQ(h.write(1024, 0, 1), PostResult::kOk);
+    ASSERT_EQ(h.write(1024, 4096, 2), PostResult::kOk);
+    auto d = h.drain(h.a);
+    ASSERT_EQ(d.size(), 2u);
+    // The responder is out of room for immediates: NO_RESOURCE NACKs ask
+    // for resends later, 4 us apart.
+    auto nack = [&](const Frame &x) {
+        wire::NackFields f;
+        f.dst_qpn = h.a.qp->qpn();
+        f.psn = x.psn();
+        f.reason = wire::NackReason::kNoResource;
+        f.cum_psn = d[0].psn();
+        f.ts_echo = x.parse().data->tx_ts.get();
+        f.rwnd_units = 2;
+        f.plane_status = 0b11;
+        wire::MrcAddr ad;
+        ad.src_ip = LoopbackPair::b_ip(x.plane);
+        ad.dst_ip = LoopbackPair::a_ip(x.plane);
+        Frame n;
+        n.plane = x.plane;
+        n.bytes.resize(wire::kMaxHdrBytes);
+        n.bytes.resize(wire::write_nack(n.bytes.data(), ad, 5000, f));
+        h.deliver(h.a, n);
+    };
+    nack(d[0]);
+    h.advance(4000);
+    nack(d[1]);
+    // Meanwhile every link goes down: the first resend finds no plane and
+    // waits; the second falls due while it waits.
+    h.a.ep->set_plane_up(0, false);
+    h.a.ep->set_plane_up(1, false);
+    h.advance(Harness::small_config().no_resource_backoff_ns);
+    EXPECT_TRUE(data_frames(h.drain(h.a)).empty()) << "no plane may carry it";
+    h.advance(6000);
+    EXPECT_TRUE(data_frames(h.drain(h.a)).empty());
+    EXPECT_EQ(h.a.ep->next_timer_ns(), UINT64_MAX) << "nothing can be done: no timer to spin on";
+    // A link comes back: both resends go out.
+    h.a.ep->set_plane_up(1, true);
+    h.advance(1000);
+    EXPECT_EQ(data_frames(h.drain(h.a)).size(), 2u);
+}
+
+TEST(Loss, AWindowUpdateAckCarriesNoStaleRttSample) {
+    QpConfig c = Harness::small_config();
+    c.mpr_units = 1;     // a 128-PSN window: one held immediate closes it
+    c.max_recv_cqe = 4;  // four immediates fill the receive CQ
+    Harness h(c);
+    for (uint64_t m = 0; m < 8; ++m)
+        ASSERT_EQ(h.write(1024, m * 1024, m, true, uint32_t(m)), PostResult::kOk);
+    h.advance(kRtt);
+    h.deliver_all(h.b, data_frames(h.drain(h.a)));
+    h.deliver_all(h.a, h.drain(h.b));
+    // Much later, the application polls: a window-update ack goes out.
+    h.advance(1'000'000);
+    ASSERT_FALSE(h.recv_completions().empty());
+    const auto acks = only(h.drain(h.b), Opcode::kSack);
+    ASSERT_FALSE(acks.empty()) << "the window reopened: the requester is told";
+    for (const auto &a : acks)
+        EXPECT_EQ(a.parse().sack->ts_echo.get(), 0u)
+            << "a timestamp echoed a millisecond late would be taken for an RTT";
 }
 
 }  // namespace
