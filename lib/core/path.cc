@@ -33,6 +33,16 @@ const PathTable &PathScorer::update(uint64_t /*now_ns*/, const PlaneCounters *c,
                   (have_prev_ ? prev_[p].tx_data_pkts + prev_[p].tx_retx_pkts : 0);
     uint8_t down = table_.down_mask;
     const double w = cfg_.ewma_weight;
+    // What each plane got through this period (acked or answered): a plane
+    // whose sends get nothing through is failing only while another plane
+    // shows the peer alive. A period in which nothing got through anywhere
+    // is a stalled or silent peer, not a plane failure.
+    uint64_t through[kMaxPlanes] = {}, through_all = 0;
+    for (uint8_t p = 0; p < planes_; ++p) {
+        const PlaneCounters before = have_prev_ ? prev_[p] : PlaneCounters{};
+        through[p] = c[p].acked_pkts - before.acked_pkts + c[p].probes_ok - before.probes_ok;
+        through_all += through[p];
+    }
     for (uint8_t p = 0; p < planes_; ++p) {
         const PlaneCounters &now = c[p];
         const PlaneCounters before = have_prev_ ? prev_[p] : PlaneCounters{};
@@ -65,9 +75,11 @@ const PathTable &PathScorer::update(uint64_t /*now_ns*/, const PlaneCounters *c,
         const uint8_t bit = static_cast<uint8_t>(1u << p);
         // Losses of this period or the one before (the last packets sent
         // before a failure are still being acked in the period its first
-        // losses come in), and now nothing sent or probed gets through.
+        // losses come in), and now nothing sent or probed gets through,
+        // while something does on another plane.
         const bool failing_acks = losses + prev_losses_[p] >= cfg_.down_losses && delivered == 0 &&
-                                  probes_ok == 0 && tx + probes_sent > 0;
+                                  probes_ok == 0 && tx + probes_sent > 0 &&
+                                  through_all > through[p];
         prev_losses_[p] = losses;
         const bool failing_evs = g.total[p] > 0 && double(g.assumed_bad[p] + g.denied[p]) >=
                                                        cfg_.fail_fraction * double(g.total[p]);

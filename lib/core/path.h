@@ -15,7 +15,8 @@
 // clang-format off
 //   state  | >= down_losses losses in two     | >= fail_fraction of | >= up_probe_replies  | operator | operator
 //          | periods, then packets or probes  | its EVs ASSUMED_BAD | probe replies and    | deny     | allow
-//          | sent and nothing acked/answered  | or DENIED           | none lost            |          |
+//          | sent and nothing acked/answered, | or DENIED           | none lost            |          |
+//          | while another plane got through  |                     |                      |          |
 //   -------+----------------------------------+---------------------+----------------------+----------+-----------------
 //   UP     | DOWN                             | DOWN                | UP                   | DENIED   | -
 //   DOWN   | DOWN                             | DOWN                | UP                   | DENIED   | -
@@ -23,7 +24,8 @@
 // clang-format on
 //
 // Losses are packets found lost from acks or by a timeout (PlaneCounters
-// lost_pkts). A denied plane's EVs all count as DENIED in the gauges; the
+// lost_pkts). A period in which no plane got anything through is a
+// stalled or silent peer: it takes no plane down. A denied plane's EVs all count as DENIED in the gauges; the
 // scorer does not judge a plane while it is denied.
 // A plane whose link is down is left by the endpoint itself; the scorer
 // reports it (state LINK_DOWN) but does not need to publish it.

@@ -81,9 +81,11 @@ TEST(PathScorer, LossesThenSilenceAcrossTwoPeriodsTakeThePlaneDown) {
     // period as the first losses of those sent after it.
     f.period(1, 50, 20, 30);
     EXPECT_EQ(f.score(s).down_mask, 0);
-    // Then the QPs have left the plane and only probe it, in vain.
+    // Then the QPs have left the plane and only probe it, in vain, while
+    // plane 0 carries the traffic.
     f.c[1].tx_probes += 3;
     f.c[1].probes_lost += 2;
+    f.period(0, 100, 100, 0);
     EXPECT_EQ(f.score(s).down_mask, 0b10);
     // An idle plane is not a dead one.
     PathScorer idle(ScorerConfig{}, 2);
@@ -91,6 +93,23 @@ TEST(PathScorer, LossesThenSilenceAcrossTwoPeriodsTakeThePlaneDown) {
     g.period(1, 50, 20, 30);
     (void)g.score(idle);
     EXPECT_EQ(g.score(idle).down_mask, 0) << "nothing sent or probed: no evidence";
+}
+
+TEST(PathScorer, APeerThatStallsTakesNoPlaneDown) {
+    PathScorer s(ScorerConfig{}, 2);
+    Feed f;
+    f.period(0, 100, 90, 10);
+    f.period(1, 100, 90, 10);
+    EXPECT_EQ(f.score(s).down_mask, 0);
+    // The peer is descheduled for a period: both planes send, nothing
+    // comes back anywhere, losses were found just before.
+    f.period(0, 50, 0, 5);
+    f.period(1, 50, 0, 5);
+    EXPECT_EQ(f.score(s).down_mask, 0) << "a silent peer is not a failed plane";
+    // It is back, and only plane 1 stays silent: that is a failure.
+    f.period(0, 100, 100, 0);
+    f.period(1, 50, 0, 5);
+    EXPECT_EQ(f.score(s).down_mask, 0b10);
 }
 
 TEST(PathScorer, MostEvsOfAPlaneOutOfUseTakeItDown) {
