@@ -19,6 +19,7 @@ namespace mrc::dp {
     X(rx_bad_cksum, "frames with a bad IPv4 or UDP checksum (dropped)")                        \
     X(rx_multiseg, "frames spread over several mbufs (dropped; the MTU fits one mbuf)")        \
     X(rx_ce_marked, "frames marked CE because the RX ring was backed up (ecn_full_bursts)")    \
+    X(timers_deferred, "timer runs put off while the RX rings held a backlog (acks first)")    \
     X(handoff_out, "frames passed to the worker that owns their QP")                           \
     X(handoff_in, "frames taken from other workers")                                           \
     X(handoff_full, "frames dropped because the owner's hand-off ring was full")               \

@@ -206,6 +206,8 @@ class Worker {
     uint64_t next_qp_snap_ns_ = 0;
     uint32_t empty_polls_ = 0;
     uint32_t full_bursts_ = 0;
+    uint32_t timer_deferrals_ = 0;  // timer runs put off in a row (RX backlog)
+    bool catching_up_ = false;      // the loop ran late: RX backlog before timers
     bool mark_ce_ = false;
 
     // ---- shared ----

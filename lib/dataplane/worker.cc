@@ -18,6 +18,11 @@ namespace mrc::dp {
 namespace {
 
 constexpr uint64_t kControlPeriodNs = 10'000;  // how often a worker looks at control inputs
+// A loop that starts this long after the one before was descheduled (or
+// slept): it reads the RX backlog before it runs timers, for at most
+// kMaxTimerDeferrals loops.
+constexpr uint64_t kStallNs = 100'000;
+constexpr uint32_t kMaxTimerDeferrals = 64;
 constexpr uint64_t kSnapshotPeriodNs = 20'000;
 
 // Where the UDP payload of an untagged or single-tagged Ethernet/IPv4/UDP
@@ -71,9 +76,12 @@ int Worker::run() {
     publish(now);
     publish_qps(now);
     while (!dp_->stop_.load(std::memory_order_relaxed)) {
+        const uint64_t prev = now;
         now = clock_->now_ns();
         ++ctr_.loops;
+        if (now - prev > kStallNs) catching_up_ = true;
         uint32_t work = 0;
+        bool backlog = false;
         for (uint8_t p = 0; p < planes; ++p) {
             if (!(port_enabled_ & (1u << p))) continue;
             rte_mbuf *pkts[64];
@@ -83,7 +91,9 @@ int Worker::run() {
                 // A full burst means frames are queueing in the RX ring: this
                 // host is the bottleneck, and says so as a switch would, with
                 // CE marks (NSCC slows the senders down before the ring overflows).
-                full_bursts_ = n == std::min<uint16_t>(cfg.burst, 64) ? full_bursts_ + 1 : 0;
+                const bool full = n == std::min<uint16_t>(cfg.burst, 64);
+                backlog |= full;
+                full_bursts_ = full ? full_bursts_ + 1 : 0;
                 mark_ce_ = cfg.ecn_full_bursts && full_bursts_ >= cfg.ecn_full_bursts;
                 rx_frames(p, pkts, n, now);
                 work += n;
@@ -91,8 +101,22 @@ int Worker::run() {
         }
         if (!rings_in_.empty()) work += rx_handoff(now);
         if (now >= next_tick_ns_) {
-            ep_->on_time(now);
-            next_tick_ns_ = now + cfg.timer_tick_ns;
+            // Acks before timers: after this worker was descheduled, the
+            // RX rings hold what arrived meanwhile, and a timeout judged
+            // before those acks are read would resend what has arrived
+            // (and blame a silent peer). While catching up after such a
+            // gap, a full burst means more is waiting: the timers wait for
+            // a bounded number of loops. (Not in steady state: a receiver
+            // that is simply busy keeps its timers on time.)
+            if (backlog && catching_up_ && timer_deferrals_ < kMaxTimerDeferrals) {
+                ++timer_deferrals_;
+                ++ctr_.timers_deferred;
+            } else {
+                timer_deferrals_ = 0;
+                catching_up_ = false;
+                ep_->on_time(now);
+                next_tick_ns_ = now + cfg.timer_tick_ns;
+            }
         }
         if (app_ != nullptr) work += app_->poll(*this, now);
         work += tx(now);
