@@ -1,6 +1,8 @@
 // The fabric most simulator tests start from: 4 planes x 8 paths at
-// 100 Gb/s, 2 us one way, 4 QPs writing 256 KiB messages 8 deep, and an
-// ack timeout of 33 us against an RTT of about 6.5 us.
+// 100 Gb/s, 2 us one way, 4 QPs writing 256 KiB messages 8 deep, and a
+// retransmission timeout of 33 us before the first RTT sample (about
+// 6.5 us); after it the timeout adapts, never below its 1 ms floor, and
+// losses are found from acks within about an RTT.
 #pragma once
 
 #include "sim/sim.h"
