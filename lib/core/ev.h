@@ -209,6 +209,11 @@ class EvSet {
     uint16_t next_reverse_ev(uint8_t plane);
     const ReverseEv &reverse(uint8_t plane, uint32_t slot) const { return reverse_[plane][slot]; }
     uint16_t reverse_ev(uint8_t plane, uint32_t slot) const { return reverse_[plane][slot].ev; }
+    bool reverse_has_good(uint8_t plane) const {
+        for (const ReverseEv &r : reverse_[plane])
+            if (r.state == RevState::kGood) return true;
+        return false;
+    }
     // The slot of `plane` the last next_reverse_ev() took.
     uint32_t last_reverse_slot(uint8_t plane) const { return reverse_last_[plane]; }
     // A duplicate arrived on `plane`: the last ack sent there was evidently

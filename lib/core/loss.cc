@@ -23,7 +23,7 @@
 //   3. The retransmission timeout, last: no ack progress for a whole RTO
 //      (per plane, adaptive; doubled per expiry in a row): the oldest
 //      transmission is sent again. Its path is blamed only when the peer
-//      answered anything since it left; a peer that says nothing at all
+//      sent anything (ack, probe, keepalive) since it left; a peer that says nothing at all
 //      (stalled, or gone) costs one resend per back-off step, no storm.
 //      More than retry.limit expiries in a row with nothing acknowledged
 //      (while the peer answers, or with no liveness check) error the QP;
@@ -37,7 +37,7 @@
 //                                      | 2nd: retired    | counts to failed    | its plane
 //   ack shows T's resend was needless  | -               | lateness sample     | spurious++
 //   nothing acked or sent for PTO      | -               | -                   | latest resent
-//   RTO, peer answered since T left    | retired         | counts to failed    | resent
+//   RTO, peer heard since T left       | retired         | counts to failed    | resent
 //   RTO, peer silent since T left      | -               | -                   | resent
 //
 // Liveness: every valid packet from the peer counts as heard. A QP in RTS
@@ -279,7 +279,10 @@ void Qp::on_rto(uint64_t now_ns) {
     ++ctr_.ack_timeouts;
     ++ep_->plane_ctr_[s.plane].ack_timeouts;
     if (rto_backoff_ < UINT8_MAX) ++rto_backoff_;
-    const bool answered = last_ack_rx_ns_ > s.sent_ns;
+    // Heard: any packet of the peer's since T left (an ack, a probe of its
+    // own, a keepalive). A peer that still sends is alive: T's path lost
+    // it, even if every ack died on the way back.
+    const bool answered = last_rx_ns_ > s.sent_ns;
     // The budget of timeouts is the QP's: so many in a row with nothing
     // acknowledged in between (whichever packet each one resent). While
     // the peer says nothing at all, that is for the liveness check to

@@ -312,17 +312,36 @@ uint32_t Qp::emit(TxPacket *out, uint32_t max, uint64_t now_ns, uint8_t tx_plane
         f.plane_status = status;
         // On the plane the probe came in on, whatever else: that is what it
         // tests. A reverse probe tests the prober's ack EV: the answer takes
-        // one of this QP's GOOD forward EVs, not a reverse EV of unknown health.
-        uint16_t ev = 0;
+        // two of this QP's usable forward EVs, not a reverse EV of unknown
+        // health (two: a forward EV can be dead without this side knowing
+        // yet, when the acks that would tell died on the way back). Any other
+        // probe is answered on a reverse EV, and on every reverse EV of the
+        // plane while none of them is known GOOD: a peer that probes because
+        // it hears nothing must hear something.
+        uint16_t evs[EvSet::kReverseEvsPerPlane];
+        uint32_t k = 0;
         if (e.flags & wire::kProbeReverse) {
             const uint32_t i = evs_.choose_on_plane(now_ns, e.plane);
-            if (i != kNoEv) ev = evs_.entry(i).ev;
+            if (i != kNoEv) {
+                evs[k++] = evs_.entry(i).ev;
+                const uint32_t j = evs_.choose_retx(now_ns, i, 0, uint8_t(1u << e.plane));
+                if (j != kNoEv && j != i) evs[k++] = evs_.entry(j).ev;
+            }
         }
-        if (ev == 0) ev = evs_.next_reverse_ev(e.plane);
-        TxPacket &t = out[n++];
-        control_packet(t, e.plane, wire::write_probe(t.hdr, peer_.path[e.plane], ev, f));
+        if (k == 0) {
+            evs[k++] = evs_.next_reverse_ev(e.plane);
+            if (!evs_.reverse_has_good(e.plane))
+                for (uint32_t r = 1; r < EvSet::kReverseEvsPerPlane; ++r)
+                    evs[k++] = evs_.reverse_ev(e.plane, (evs_.last_reverse_slot(e.plane) + r) %
+                                                            EvSet::kReverseEvsPerPlane);
+        }
+        if (max - n < k) break;  // the whole answer next time
+        for (uint32_t c = 0; c < k; ++c) {
+            TxPacket &t = out[n++];
+            control_packet(t, e.plane, wire::write_probe(t.hdr, peer_.path[e.plane], evs[c], f));
+            ++ctr_.tx_probe_replies;
+        }
         probe_q_.pop();
-        ++ctr_.tx_probe_replies;
     }
     while (n < max && ack_due_now_)
         emit_sack(out[n++], status);  // more than one when arrivals span several bitmaps

@@ -261,7 +261,7 @@ class Qp {
     void on_rto(uint64_t now_ns);
     void send_tail_probe(uint64_t now_ns);
     void ack_progress(uint64_t now_ns);
-    void heard(uint64_t now_ns) { last_heard_ns_ = now_ns; }
+    void heard(uint64_t now_ns) { last_heard_ns_ = last_rx_ns_ = now_ns; }
     uint64_t liveness_deadline_ns() const;
     void check_liveness(uint64_t now_ns);
 
@@ -428,7 +428,6 @@ class Qp {
     uint64_t rack_order_ = 0;              // the latest-sent transmission known to have arrived
     uint64_t rack_timer_ns_ = UINT64_MAX;  // when a transmission not yet late becomes lost
     uint64_t last_progress_ns_ = 0;        // an ack acknowledged something new (or the RTO fired)
-    uint64_t last_ack_rx_ns_ = 0;          // any ack or NACK arrived
     uint64_t last_data_tx_ns_ = 0;
     uint8_t rto_backoff_ = 0;  // timeouts in a row without progress
     uint8_t rto_charged_ = 0;  // ...of them charged to the retry budget
@@ -437,6 +436,8 @@ class Qp {
 
     // liveness
     uint64_t last_heard_ns_ = 0;
+    uint64_t last_rx_ns_ =
+        0;  // the last packet of the peer's (liveness may restart last_heard_ns_)
     uint64_t keepalive_sent_ns_ = 0;
     bool keepalive_due_ = false;
     bool liveness_pending_ = false;  // in RTS, no time seen since

@@ -242,7 +242,6 @@ void Qp::advance_una(Psn cum, uint64_t now_ns) {
 void Qp::on_sack(const wire::MrcPacket &p, uint64_t now_ns) {
     if (state_ != QpState::kRts) return;
     ++ctr_.rx_sacks;
-    last_ack_rx_ns_ = now_ns;
     const wire::SackHdr &h = *p.sack;
     const Psn cum = p.psn;
     if (distance(cum, snd_nxt_) < 0) {
@@ -316,7 +315,6 @@ void Qp::on_sack(const wire::MrcPacket &p, uint64_t now_ns) {
 void Qp::on_nack(const wire::MrcPacket &p, uint64_t now_ns) {
     if (state_ != QpState::kRts) return;
     ++ctr_.rx_nacks;
-    last_ack_rx_ns_ = now_ns;
     const wire::NackHdr &h = *p.nack;
     const Psn psn = p.psn;
     const auto reason = static_cast<wire::NackReason>(h.reason);

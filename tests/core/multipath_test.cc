@@ -6,6 +6,7 @@
 // state, last-hop trims, the path table, per-plane windows, the TX-room
 // mask, and the QP configurations that are refused.
 #include <gtest/gtest.h>
+#include <set>
 
 #include "harness.h"
 
@@ -194,14 +195,22 @@ TEST(Multipath, ProbeRepliesInARowReviveTheEv) {
         EXPECT_EQ(probes[0].plane, d[0].plane);
         h.deliver(h.b, probes[0]);
         auto replies = h.drain(h.b);
-        ASSERT_EQ(replies.size(), 1u);
-        EXPECT_EQ(replies[0].opcode(), Opcode::kProbeReply);
-        EXPECT_EQ(replies[0].plane, d[0].plane) << "back on the plane it came in on";
-        h.deliver(h.a, replies[0]);
+        // B knows none of its reverse EVs GOOD yet: the answer goes out on
+        // every one of them (A probes because it hears nothing).
+        ASSERT_EQ(replies.size(), EvSet::kReverseEvsPerPlane);
+        std::set<uint16_t> evs;
+        for (const auto &r : replies) {
+            EXPECT_EQ(r.opcode(), Opcode::kProbeReply);
+            EXPECT_EQ(r.plane, d[0].plane) << "back on the plane it came in on";
+            evs.insert(r.ev());
+        }
+        EXPECT_EQ(evs.size(), replies.size()) << "each on another reverse EV";
+        h.deliver_all(h.a, replies);
     }
     EXPECT_EQ(state_of(h, d[0].ev()), EvState::kGood);
     EXPECT_EQ(h.a.qp->counters().ev_revived, 1u);
-    EXPECT_EQ(h.a.qp->counters().rx_probe_replies, 3u);
+    EXPECT_EQ(h.a.qp->counters().rx_probe_replies, 3u * EvSet::kReverseEvsPerPlane);
+    EXPECT_EQ(h.a.qp->counters().rx_probe_replies_stale, 3u * (EvSet::kReverseEvsPerPlane - 1));
     h.advance(10 * kProbe);
     EXPECT_TRUE(only(h.drain(h.a), Opcode::kProbe).empty()) << "nothing left to probe";
     // A reply nobody asked for is counted and ignored.
@@ -217,7 +226,7 @@ TEST(Multipath, ProbeRepliesInARowReviveTheEv) {
     ad.dst_ip = LoopbackPair::a_ip(0);
     fake.bytes.resize(wire::write_probe(fake.bytes.data(), ad, 5000, f));
     h.deliver(h.a, fake);
-    EXPECT_EQ(h.a.qp->counters().rx_probe_replies_stale, 1u);
+    EXPECT_EQ(h.a.qp->counters().rx_probe_replies_stale, 3u * (EvSet::kReverseEvsPerPlane - 1) + 1);
 }
 
 TEST(Multipath, LostProbesResetTheCountAndBackOff) {

@@ -202,8 +202,13 @@ TEST(Multipath, RandomLossOnAllPlanesAndHeavierOnOne) {
     expect_clean(r2);
     EXPECT_GT(r2.data_packets_dropped, 0u);
     EXPECT_GE(r2.goodput_gbps, 0.9 * clean.goodput_gbps);
-    // Random loss retires EVs now and then; probes bring them back.
-    EXPECT_GT(r2.requester.ev_revived, 0u);
+    // Random loss retires an EV now and then (two losses in a row on one
+    // EV: at 1% loss, about once per hundred losses, so a run may see none);
+    // probes bring retired ones back.
+    EXPECT_GT(r2.requester.ev_skips, 0u) << "a loss skips its EV once";
+    if (r2.requester.ev_retired > 0) {
+        EXPECT_GT(r2.requester.ev_revived, 0u);
+    }
     record("loss_0.1pct_ratio", r1.goodput_gbps / clean.goodput_gbps);
     record("loss_1pct_one_plane_ratio", r2.goodput_gbps / clean.goodput_gbps);
 }
