@@ -25,8 +25,11 @@
 //
 // Losses are packets found lost from acks or by a timeout (PlaneCounters
 // lost_pkts). A period in which no plane got anything through is a
-// stalled or silent peer: it takes no plane down. A denied plane's EVs all count as DENIED in the gauges; the
-// scorer does not judge a plane while it is denied.
+// stalled or silent peer: it takes no plane down.
+//
+// A denied plane's EVs all count as DENIED in the gauges; the scorer does
+// not judge a plane while it is denied.
+//
 // A plane whose link is down is left by the endpoint itself; the scorer
 // reports it (state LINK_DOWN) but does not need to publish it.
 #pragma once

@@ -335,7 +335,10 @@ uint32_t Qp::emit(TxPacket *out, uint32_t max, uint64_t now_ns, uint8_t tx_plane
                     evs[k++] = evs_.reverse_ev(e.plane, (evs_.last_reverse_slot(e.plane) + r) %
                                                             EvSet::kReverseEvsPerPlane);
         }
-        if (max - n < k) break;  // the whole answer next time
+        if (max - n < k) {
+            if (n > 0) break;  // the whole answer next time
+            k = max;           // a caller that never has room for it all gets what fits
+        }
         for (uint32_t c = 0; c < k; ++c) {
             TxPacket &t = out[n++];
             control_packet(t, e.plane, wire::write_probe(t.hdr, peer_.path[e.plane], evs[c], f));
