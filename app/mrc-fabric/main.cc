@@ -41,7 +41,7 @@
 #include <time.h>
 
 #include "common/sleep.h"
-#include "dataplane/clock.h"
+#include "port/clock.h"
 #include "fabric/config.h"
 #include "fabric/fabric.h"
 #include "port/eal.h"

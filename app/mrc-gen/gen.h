@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/qp.h"
-#include "dataplane/dataplane.h"
+#include "dpdk/dataplane.h"
 
 namespace mrc::gen {
 

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "common/sleep.h"
-#include "dataplane/dataplane.h"
+#include "dpdk/dataplane.h"
 #include "gen.h"
 #include "oob.h"
 #include "pattern.h"

@@ -8,7 +8,7 @@
 
 #include "common/result.h"
 #include "core/config.h"
-#include "dataplane/dataplane.h"
+#include "dpdk/dataplane.h"
 #include "wire/net.h"
 
 namespace mrc::mrcd {

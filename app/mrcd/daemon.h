@@ -26,7 +26,7 @@
 
 #include "client/ipc.h"
 #include "config.h"
-#include "dataplane/dataplane.h"
+#include "dpdk/dataplane.h"
 #include "wire/cm.h"
 
 struct rte_ring;

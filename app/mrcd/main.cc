@@ -22,7 +22,7 @@
 
 #include "config.h"
 #include "daemon.h"
-#include "dataplane/dataplane.h"
+#include "dpdk/dataplane.h"
 #include "port/eal.h"
 #include "port/port.h"
 

@@ -51,7 +51,7 @@
 #include <vector>
 
 #include "core/config.h"
-#include "core/rng.h"
+#include "common/rng.h"
 
 namespace mrc {
 

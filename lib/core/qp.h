@@ -33,7 +33,7 @@
 #include "core/counters.h"
 #include "core/ev.h"
 #include "core/memory.h"
-#include "core/psn.h"
+#include "wire/psn.h"
 #include "core/ring.h"
 #include "core/rtt.h"
 #include "wire/mrc.h"

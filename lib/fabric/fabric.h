@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "common/result.h"
-#include "core/rng.h"
+#include "common/rng.h"
 #include "wire/mrc.h"
 
 namespace mrc::fabric {

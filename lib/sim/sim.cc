@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "core/endpoint.h"
-#include "core/rng.h"
+#include "common/rng.h"
 #include "sim/radix_heap.h"
 #include "wire/mrc.h"
 

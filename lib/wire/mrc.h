@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "common/bytes.h"
-#include "core/psn.h"
+#include "wire/psn.h"
 #include "wire/net.h"
 
 namespace mrc::wire {

@@ -7,7 +7,7 @@
 
 #include "core/ev.h"
 #include "core/memory.h"
-#include "core/psn.h"
+#include "wire/psn.h"
 #include "core/ring.h"
 #include "core/timer_wheel.h"
 
@@ -121,7 +121,7 @@ TEST(Ring, FifoWithFixedCapacity) {
 #include <sstream>
 
 #include "core/counters.h"
-#include "dataplane/counters.h"
+#include "dpdk/counters.h"
 
 namespace mrc {
 namespace {

@@ -22,7 +22,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "dataplane/dataplane.h"
+#include "dpdk/dataplane.h"
 #include "port/eal.h"
 
 namespace mrc::dp {

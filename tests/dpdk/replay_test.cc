@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "core/endpoint.h"
-#include "dataplane/dataplane.h"
+#include "dpdk/dataplane.h"
 #include "wire/mrc.h"
 
 #ifndef MRC_SOURCE_DIR

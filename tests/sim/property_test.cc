@@ -26,7 +26,7 @@
 #include <random>
 #include <string>
 
-#include "core/rng.h"
+#include "common/rng.h"
 #include "sim/sim.h"
 
 namespace mrc::sim {

@@ -11,7 +11,7 @@
 #include <sched.h>
 #include <time.h>
 
-#include "dataplane/dataplane.h"
+#include "dpdk/dataplane.h"
 
 namespace mrc::dp {
 

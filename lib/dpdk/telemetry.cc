@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "dataplane/dataplane.h"
+#include "dpdk/dataplane.h"
 
 namespace mrc::dp {
 

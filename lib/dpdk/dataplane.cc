@@ -1,4 +1,4 @@
-#include "dataplane/dataplane.h"
+#include "dpdk/dataplane.h"
 
 #include <fmt/format.h>
 #include <rte_errno.h>
