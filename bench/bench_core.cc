@@ -387,5 +387,3 @@ BENCHMARK(BM_RequesterEmit);
 
 }  // namespace
 }  // namespace mrc
-
-BENCHMARK_MAIN();

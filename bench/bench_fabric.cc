@@ -66,5 +66,3 @@ void BM_FabricEverything(benchmark::State &state) {
 BENCHMARK(BM_FabricEverything);
 
 }  // namespace
-
-BENCHMARK_MAIN();

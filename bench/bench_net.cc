@@ -59,5 +59,3 @@ void BM_ParseUdp(benchmark::State &state) {
 BENCHMARK(BM_ParseUdp)->Arg(0)->Arg(1);
 
 }  // namespace
-
-BENCHMARK_MAIN();

@@ -25,5 +25,3 @@ void BM_SimPacketsPerSecond(benchmark::State &state) {
 BENCHMARK(BM_SimPacketsPerSecond)->Arg(256)->Arg(1024)->Arg(4096)->Unit(benchmark::kMillisecond);
 
 }  // namespace
-
-BENCHMARK_MAIN();
