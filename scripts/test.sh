@@ -7,6 +7,8 @@
 #                  virtual devices, end-to-end); skips nothing that can run.
 #   2. build-san/  clang with AddressSanitizer + UndefinedBehaviorSanitizer:
 #                  the same suites again, plus the libFuzzer targets.
+# A skipped test (exit 77, GTEST_SKIP) fails the run unless
+# tests/allowed-skips.txt lists it with its reason; every skip is printed.
 # Environment: MRC_SANITIZE=0 skips pass 2; MRC_TEST_ARGS adds meson test
 # arguments (e.g. "--suite unit").
 set -euo pipefail
@@ -22,6 +24,8 @@ run_pass() {
   meson compile -C "$dir"
   # shellcheck disable=SC2086
   meson test -C "$dir" --print-errorlogs ${MRC_TEST_ARGS:-}
+  # meson counts skips as passes: only the listed ones may happen.
+  scripts/check-skips.py "$dir" tests/allowed-skips.txt
 }
 
 start=$(date +%s)
