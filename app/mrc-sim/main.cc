@@ -167,7 +167,7 @@ int main(int argc, char **argv) {
     double keepalive_ms = double(c.qp.liveness.keepalive_ns) / 1e6;
     double peer_timeout_ms = double(c.qp.liveness.peer_timeout_ns) / 1e6;
     bool no_rack = false, no_tlp = false;
-    cli.add_option("--planes", c.fabric.planes, "planes (NIC ports), 1-8");
+    cli.add_option("--planes", c.fabric.planes, fmt::format("planes (NIC ports), 1-{}", mrc::kMaxPlanes));
     cli.add_option("--paths-per-plane", c.fabric.paths_per_plane, "ECMP paths per plane");
     cli.add_option("--qps", c.work.qps, "QPs writing to host B");
     cli.add_option("--senders", c.work.senders,

@@ -26,6 +26,9 @@
 #include "port/eal.h"
 #include "port/port.h"
 
+// libmrc's C API sizes its per-plane arrays with its own constant.
+static_assert(MRC_MAX_PLANES == mrc::kMaxPlanes);
+
 using namespace mrc;
 
 namespace {

@@ -18,6 +18,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "mrc/mrc.h"
+
 namespace mrc::ipc {
 
 inline constexpr uint32_t kMagic = 0x3143524d;  // "MRC1" little-endian
@@ -69,7 +71,7 @@ struct HelloRep {
     uint32_t planes;
     uint32_t max_msg_bytes;
     uint32_t mtu_payload_bytes;
-    uint32_t local_ip[8];
+    uint32_t local_ip[MRC_MAX_PLANES];
     char daemon[64];
 };
 

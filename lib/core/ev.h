@@ -50,12 +50,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/config.h"
 #include "common/rng.h"
+#include "core/config.h"
+#include "wire/mrc.h"
 
 namespace mrc {
 
-inline constexpr uint32_t kMaxPlanes = 8;
 inline constexpr uint32_t kMaxEvs = 4096;  // active + spare EVs of one QP
 inline constexpr uint32_t kNoEv = UINT32_MAX;
 

@@ -27,7 +27,6 @@
 
 namespace mrc::fabric {
 
-inline constexpr uint32_t kMaxPlanes = 8;
 inline constexpr uint32_t kMaxPaths = 256;
 
 enum Dir : uint8_t { kAtoB = 0, kBtoA = 1 };

@@ -54,12 +54,12 @@ struct CmHdr {
     uint8_t planes;  // entries of addr in use (1..kMaxPlanes)
     uint8_t reason;  // REJECT: CmReject
     be16 reserved;
-    CmPlaneAddr addr[8];
+    CmPlaneAddr addr[kMaxPlanes];
 };
 static_assert(sizeof(CmHdr) == 108);
 
 inline constexpr size_t kCmBytes = kEthIpv4UdpBytes + sizeof(BaseHdr) + sizeof(CmHdr);
-inline constexpr uint8_t kCmMaxPlanes = 8;
+inline constexpr uint8_t kCmMaxPlanes = kMaxPlanes;
 
 struct CmFields {
     CmOp op = CmOp::kConnect;

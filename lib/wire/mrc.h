@@ -12,6 +12,17 @@
 #include "wire/psn.h"
 #include "wire/net.h"
 
+namespace mrc {
+
+// One bit per plane (NIC port): the plane-status fields of acks, NACKs and
+// probes.
+using PlaneMask = uint8_t;
+// The most planes one QP, endpoint, fabric or daemon uses: as many as a
+// plane mask has bits. Every per-plane array in the tree is sized by it.
+inline constexpr uint32_t kMaxPlanes = 8 * sizeof(PlaneMask);
+
+}  // namespace mrc
+
 namespace mrc::wire {
 
 // Default UDP destination port of MRC. Not 4791 (RoCEv2) nor 4793 (UET):
@@ -89,7 +100,7 @@ struct SackHdr {
     be32 ts_echo;          // DataHdr.tx_ts of the triggering packet
     be16 rwnd_units;       // responder window (MPR), units of 128 PSNs
     uint8_t flags;         // kAck*
-    uint8_t plane_status;  // bit p: the responder sees plane p up
+    PlaneMask plane_status;  // bit p: the responder sees plane p up
 };
 static_assert(sizeof(SackHdr) == 24);
 
@@ -113,7 +124,7 @@ struct NackHdr {
     be32 ts_echo;
     be16 rwnd_units;
     uint8_t reserved1;
-    uint8_t plane_status;
+    PlaneMask plane_status;
 };
 static_assert(sizeof(NackHdr) == 16);
 
@@ -128,7 +139,7 @@ struct ProbeHdr {
     be32 probe_id;
     be16 ev;        // EV the probe was sent on (echoed in the reply)
     uint8_t flags;  // kProbe*; echoed in the reply
-    uint8_t plane_status;
+    PlaneMask plane_status;
     be32 ts;  // request: sender's clock, ns; reply: echoed
 };
 static_assert(sizeof(ProbeHdr) == 12);
@@ -182,7 +193,7 @@ struct SackFields {
     uint32_t ts_echo = 0;
     uint16_t rwnd_units = 0;
     uint8_t flags = 0;
-    uint8_t plane_status = 0;
+    PlaneMask plane_status = 0;
 };
 
 struct NackFields {
@@ -194,7 +205,7 @@ struct NackFields {
     Psn cum_psn;
     uint32_t ts_echo = 0;
     uint16_t rwnd_units = 0;
-    uint8_t plane_status = 0;
+    PlaneMask plane_status = 0;
 };
 
 struct ProbeFields {
@@ -204,7 +215,7 @@ struct ProbeFields {
     uint32_t probe_id = 0;
     uint16_t ev = 0;
     uint32_t ts = 0;
-    uint8_t plane_status = 0;
+    PlaneMask plane_status = 0;
 };
 
 // Each writes the whole header stack (Ethernet to MRC) into `buf`, which

@@ -30,6 +30,9 @@ extern "C" {
 
 /* The version of the socket protocol this header speaks. */
 #define MRC_API_VERSION 1
+/* The most planes (NIC ports) a daemon sprays over: the bits of the wire
+ * format's plane masks. */
+#define MRC_MAX_PLANES 8
 /* Where mrc_open() looks when given NULL and MRC_SOCKET is not set. */
 #define MRC_DEFAULT_SOCKET "/run/mrcd/mrcd.sock"
 
@@ -87,7 +90,7 @@ struct mrc_info {
     uint32_t planes;        /* NIC ports (planes) the daemon sprays over */
     uint32_t max_msg_bytes; /* largest work request */
     uint32_t mtu_payload_bytes;
-    uint32_t local_ip[8]; /* the daemon's IPv4 address on each plane, host order */
+    uint32_t local_ip[MRC_MAX_PLANES]; /* the daemon's IPv4 address on each plane, host order */
     char daemon[64];      /* name and version */
 };
 
