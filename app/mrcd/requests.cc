@@ -306,8 +306,7 @@ void Daemon::do_reg_mr(Client &c, uint32_t seq, const ipc::RegMrReq &req, int fd
             return reply(c, op, seq, MRC_ENOMEM, a.error);
         }
     }
-    // As before the split: the record's fields are shifted by one (no remote_base).
-    c.mrs[m.key] = MrRec{m.key, m.base, m.map_bytes, m.length, m.access, m.service};
+    c.mrs[m.key] = m;
     ipc::RegMrRep rep{m.key, 0};
     reply(c, op, seq, MRC_OK, "", &rep, sizeof rep);
 }
