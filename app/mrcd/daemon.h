@@ -4,54 +4,47 @@
 // Threads:
 //   - the server thread (main): the socket, every client's objects, the
 //     connection manager (CONNECT / ACCEPT on the wire), mrcctl requests;
-//   - worker lcores: each runs an Agent (below) inside its poll loop: it
+//   - worker lcores: each runs an Agent (agent.h) inside its poll loop: it
 //     takes work requests from the send-queue rings of its QPs, posts them
 //     to the core, and writes completions into the completion rings;
 //   - the dataplane's control thread (path scoring, link state).
-// The server never touches a QP: it sends Commands to the owning worker
-// over an SPSC ring and waits for the answer (set-up path only). Worker 0
-// receives every connection-management frame and passes it on over another
-// SPSC ring.
+// The server never touches a QP: it sends commands (command.h) to the
+// owning worker over an SPSC ring and waits for the answer (set-up path
+// only). Worker 0 receives every connection-management frame and passes it
+// on over another SPSC ring (CmInbox).
+//
+// The Daemon's members are defined in one file per job:
+//   daemon.cc    lifecycle: create, socket, clients in and out, run loop, shutdown
+//   requests.cc  the applications' requests, one function per IPC op
+//   cm.cc        connection management on the wire, timeouts
+//   admin.cc     the mrcctl protocol (JSON)
 #pragma once
+
+#include <poll.h>
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
+#include "agent.h"
 #include "client/ipc.h"
+#include "command.h"
 #include "config.h"
+#include "counters.h"
 #include "dpdk/dataplane.h"
 #include "wire/cm.h"
 
-struct rte_ring;
-
 namespace mrc::mrcd {
-
-class Agent;
-
-// What mrcd counts besides the dataplane's counters (mrcctl status).
-struct DaemonCounters {
-    uint64_t clients_accepted = 0;
-    uint64_t clients_refused = 0;  // over max_clients, or no credentials
-    uint64_t requests = 0;
-    uint64_t bad_requests = 0;   // malformed, wrong version, out of range
-    uint64_t connects_sent = 0;  // CONNECT frames
-    uint64_t connects_received = 0;
-    uint64_t accepts = 0;  // connections set up (either side)
-    uint64_t rejects_sent = 0;
-    uint64_t disconnects_sent = 0;
-    uint64_t disconnects_received = 0;
-    uint64_t cm_bad = 0;            // CM frames that did not parse or matched nothing
-    uint64_t cm_duplicates = 0;     // copies of CM frames already acted on (every plane gets one)
-    uint64_t cm_dropped = 0;        // CM frames lost because the server was behind
-    uint64_t clients_released = 0;  // closed or died
-};
 
 class Daemon {
   public:
@@ -67,71 +60,102 @@ class Daemon {
     const DaemonCounters &counters() const { return ctr_; }
 
   private:
-    friend class Agent;
+    // records.h
     struct Client;
     struct Pending;
     struct MrRec;
     struct CqRec;
     struct QpRec;
     struct Listener;
-    struct Outgoing;
-    struct Command;
-    struct CmIn;
 
     Daemon(const DaemonConfig &cfg, dp::Dataplane *dp);
+
+    // Lifecycle (daemon.cc).
     Result<void> open_socket();
     void accept_clients();
+    void release(Client &c);
+    void begin_drain();
+    void serve_clients(std::vector<pollfd> &fds, std::vector<uint32_t> &ids);
+    void publish_telemetry();
+    uint64_t outstanding();
+    void shutdown_qps();
+    void close_clients();
+
+    // Commands to the workers: runs `body` on `worker` and waits for the
+    // answer. An lvalue body gets the command's answer fields back.
+    template <typename T>
+    CommandAnswer run_on(uint32_t worker, T &&body);
+    void send_and_wait(uint32_t worker, Command &cmd);
+
+    // Requests (requests.cc).
     void on_client(Client &c);
+    void on_request(Client &c, const uint8_t *msg, size_t n, int fd);
+    bool refuse_header(Client &c, const ipc::ReqHdr &h, size_t n);
+    bool refuse_now(Client &c, const ipc::ReqHdr &h);
+    void dispatch(Client &c, const ipc::ReqHdr &h, const uint8_t *body, int fd);
+    template <typename Req>
+    std::optional<Req> decode(Client &c, const ipc::ReqHdr &h, const uint8_t *body);
     void reply(Client &c, uint16_t op, uint32_t seq, int status, const std::string &msg,
                const void *body = nullptr, size_t len = 0, int fd = -1);
-    void release(Client &c);
+    void do_hello(Client &c, uint32_t seq, ipc::HelloReq req);
+    void do_reg_mr(Client &c, uint32_t seq, const ipc::RegMrReq &req, int fd);
+    void do_dereg_mr(Client &c, uint32_t seq, const ipc::KeyReq &req);
+    void do_create_cq(Client &c, uint32_t seq, const ipc::CreateCqReq &req);
+    void do_destroy_cq(Client &c, uint32_t seq, const ipc::KeyReq &req);
+    void do_create_qp(Client &c, uint32_t seq, const ipc::CreateQpReq &req);
+    void do_destroy_qp(Client &c, uint32_t seq, const ipc::KeyReq &req);
+    void do_connect(Client &c, uint32_t seq, const ipc::ConnectReq &req);
+    void do_listen(Client &c, uint32_t seq, const ipc::ListenReq &req);
+    void do_accept(Client &c, uint32_t seq, const ipc::AcceptReq &req);
+    void do_admin(Client &c, uint32_t seq, const uint8_t *body, size_t n);
+    void complete_accept(Client &c, QpRec &q);
 
-    // Requests.
-    void do_hello(Client &c, uint32_t seq, const uint8_t *b, size_t n);
-    void do_reg_mr(Client &c, uint32_t seq, const uint8_t *b, size_t n, int fd);
-    void do_dereg_mr(Client &c, uint32_t seq, const uint8_t *b, size_t n);
-    void do_create_cq(Client &c, uint32_t seq, const uint8_t *b, size_t n);
-    void do_destroy_cq(Client &c, uint32_t seq, const uint8_t *b, size_t n);
-    void do_create_qp(Client &c, uint32_t seq, const uint8_t *b, size_t n);
-    void do_destroy_qp(Client &c, uint32_t seq, const uint8_t *b, size_t n);
-    void do_connect(Client &c, uint32_t seq, const uint8_t *b, size_t n);
-    void do_listen(Client &c, uint32_t seq, const uint8_t *b, size_t n);
-    void do_accept(Client &c, uint32_t seq, const uint8_t *b, size_t n);
-    void do_admin(Client &c, uint32_t seq, const uint8_t *b, size_t n);
-
-    // Objects.
+    // Objects (requests.cc).
+    std::optional<std::pair<int, std::string>> check_reg_mr(const Client &c,
+                                                            const ipc::RegMrReq &req, int fd) const;
+    static uint64_t map_bytes_of(uint64_t length);
+    uint32_t take_mr_key();
+    cmd::RegMr reg_mr_command(uint32_t client, const MrRec &m);
+    void dereg_everywhere(uint32_t key, uint32_t workers, bool force);
     Result<QpRec *> new_qp(Client &c, uint32_t cq_id, uint32_t sq_depth);
     void destroy_qp(Client &c, uint32_t qpn, bool tell_peer);
     uint32_t pd_of(uint32_t client, uint32_t service);
-    void run_on(uint32_t worker, Command &cmd);
     Result<std::pair<int, ipc::RingHdr *>> make_ring(uint32_t entries, size_t entry_bytes,
                                                      const char *name);
 
-    // Connection management.
+    // Connection management (cm.cc).
     void poll_cm();
     void on_cm(const uint8_t *frame, uint32_t len, uint8_t plane);
+    struct CmFrom;
+    void on_connect(const wire::CmFields &f, const CmFrom &from, uint64_t now);
+    void on_answer(const wire::CmFields &f, const CmFrom &from, uint64_t now);
+    void on_disconnect(const wire::CmFields &f, const CmFrom &from);
+    bool answer_repeat(const wire::CmFields &f, const CmFrom &from);
+    void send_answer(wire::CmFields ans, const CmFrom &from);
     void send_cm(const wire::CmFields &f, uint8_t plane_mask, const uint32_t *dst_ip,
                  const wire::MacAddr *dst_mac);
     void send_connect(Pending &p);
-    void connect_command(Command &cmd, QpRec &r, const wire::CmFields &f, uint32_t pd);
+    void send_disconnect(const QpRec &q);
     void disconnect_stray(const wire::CmFields &accept, uint32_t ip, const wire::MacAddr &mac);
-    void complete_accept(Client &c, const Listener &l, QpRec &q);
+    cmd::ConnectQp connect_command(QpRec &r, const wire::CmFields &f, uint32_t pd);
     void timeouts();
+    void connect_timeouts(uint64_t now);
+    void accept_timeouts(uint64_t now);
     wire::MacAddr neighbor_mac(uint32_t ip) const;
     wire::CmFields my_addrs() const;
 
-    // Shutdown.
-    uint64_t outstanding();
-    void shutdown_qps();
-
+    // mrcctl (admin.cc).
     std::string admin(const std::string &request, const Client &c);
+    std::string admin_status();
+    std::string admin_ports();
+    std::string admin_qps(bool per_qp);
+    std::string admin_deny(const nlohmann::json &req, const std::string &cmd, const Client &c);
+    std::string admin_error(const std::string &message);
 
     DaemonConfig cfg_;
     dp::Dataplane *dp_;
     std::vector<std::unique_ptr<Agent>> agents_;
-    rte_ring *cm_in_ = nullptr;             // worker 0 -> server
-    std::atomic<uint64_t> cm_overflow_{0};  // written by worker 0
-    std::atomic<uint64_t> cm_oversize_{0};  // written by worker 0
+    CmInbox cm_in_;  // worker 0 -> server
     int listen_fd_ = -1;
     std::string socket_path_;
     std::map<uint32_t, std::unique_ptr<Client>> clients_;  // by id
@@ -158,5 +182,15 @@ class Daemon {
     bool draining_ = false;
     uint64_t started_ns_ = 0;
 };
+
+template <typename T>
+CommandAnswer Daemon::run_on(uint32_t worker, T &&body) {
+    using Body = std::remove_cvref_t<T>;
+    Command c{CommandBody{std::in_place_type<Body>, std::forward<T>(body)}};
+    send_and_wait(worker, c);
+    if constexpr (std::is_lvalue_reference_v<T> && !std::is_const_v<std::remove_reference_t<T>>)
+        body = std::move(std::get<Body>(c.body));
+    return std::move(c.answer);
+}
 
 }  // namespace mrc::mrcd

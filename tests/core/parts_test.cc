@@ -122,6 +122,7 @@ TEST(Ring, FifoWithFixedCapacity) {
 
 #include "core/counters.h"
 #include "dpdk/counters.h"
+#include "mrcd/counters.h"
 
 namespace mrc {
 namespace {
@@ -139,6 +140,8 @@ TEST(Counters, DocsNameEveryCounter) {
     for (const auto &c : kPlaneCounterInfo)
         EXPECT_NE(doc.find(std::string("`") + c.name + "`"), std::string::npos) << c.name;
     for (const auto &c : dp::kWorkerCounterInfo)
+        EXPECT_NE(doc.find(std::string("`") + c.name + "`"), std::string::npos) << c.name;
+    for (const auto &c : mrcd::kDaemonCounterInfo)
         EXPECT_NE(doc.find(std::string("`") + c.name + "`"), std::string::npos) << c.name;
 }
 

@@ -1,0 +1,230 @@
+// The mrcctl protocol: a JSON object with a "cmd" string in, a JSON object
+// out (docs/mrcd.md, "mrcctl"). One function per command; every answer
+// that is refused is {"error": "..."} and counts as a bad request. The keys
+// are an interface: mrcctl and the tests read them.
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "client/ipc.h"
+#include "daemon.h"
+#include "mrc/mrc.h"
+#include "records.h"
+#include "support.h"
+
+namespace mrc::mrcd {
+
+using nlohmann::json;
+
+namespace {
+
+std::string dump(const json &j) {
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// Counts by EV state name.
+template <typename T>
+json ev_state_counts(const T *counts) {
+    json e;
+    for (uint32_t k = 0; k < kEvStates; ++k)
+        e[to_string(EvState(k))] = counts[k];
+    return e;
+}
+
+}  // namespace
+
+void Daemon::do_admin(Client &c, uint32_t seq, const uint8_t *b, size_t n) {
+    const std::string req(reinterpret_cast<const char *>(b), n);
+    std::string out = admin(req, c);
+    if (out.size() > ipc::kMaxMessageBytes - sizeof(ipc::RepHdr))
+        out = json{{"error", fmt::format("the answer ({} bytes) is larger than one message; read "
+                                         "/mrc/qps over DPDK telemetry instead",
+                                         out.size())}}
+                  .dump();
+    reply(c, uint16_t(ipc::Op::kAdmin), seq, MRC_OK, "", out.data(), out.size());
+}
+
+std::string Daemon::admin(const std::string &text, const Client &c) {
+    const json req = json::parse(text, nullptr, false);
+    if (req.is_discarded() || !req.is_object() || !req.contains("cmd") || !req["cmd"].is_string())
+        return admin_error("expected a JSON object with a \"cmd\" string");
+    const std::string cmd = req["cmd"];
+    if (cmd == "status") return admin_status();
+    if (cmd == "ports") return admin_ports();
+    if (cmd == "qps" || cmd == "evs") return admin_qps(cmd == "qps");
+    if (cmd == "deny" || cmd == "allow") return admin_deny(req, cmd, c);
+    return admin_error("unknown command '" + cmd + "' (status, ports, qps, evs, deny, allow)");
+}
+
+std::string Daemon::admin_error(const std::string &message) {
+    json e;
+    e["error"] = message;
+    ++ctr_.bad_requests;
+    return dump(e);
+}
+
+std::string Daemon::admin_status() {
+    const uint64_t now_ns = mono_ns();
+    const dp::WorkerSnapshot s = dp_->totals();
+    const dp::QpSummary q = dp_->qp_totals();
+    json out;
+    out["daemon"] = {{"pid", ::getpid()},         {"uptime_s", double(now_ns - started_ns_) / 1e9},
+                     {"socket", socket_path_},    {"planes", dp_->planes()},
+                     {"workers", dp_->workers()}, {"clients", clients_.size()},
+                     {"qps", qps_.size()},        {"listeners", listeners_.size()},
+                     {"draining", draining_}};
+    json counters = json::object();
+    const uint64_t *values = counter_array(ctr_);
+    for (size_t i = 0; i < DaemonCounters::kCount; ++i)
+        counters[kDaemonCounterInfo[i].name] = values[i];
+    out["counters"] = counters;
+    out["traffic"] = {{"tx_packets", s.worker.tx_packets}, {"rx_packets", s.worker.rx_packets},
+                      {"tx_bytes", s.worker.tx_bytes},     {"rx_bytes", s.worker.rx_bytes},
+                      {"qps_in_error", q.qps_error},       {"retransmissions", q.sum.tx_retx_pkts}};
+    json cl = json::array();
+    for (const auto &[id, x] : clients_)
+        cl.push_back({{"id", id},
+                      {"name", x->name},
+                      {"pid", x->pid},
+                      {"uid", x->uid},
+                      {"qps", x->qps.size()},
+                      {"cqs", x->cqs.size()},
+                      {"regions", x->mrs.size()},
+                      {"requests", x->requests}});
+    out["clients"] = cl;
+    return dump(out);
+}
+
+std::string Daemon::admin_ports() {
+    dp::ControlSnapshot cs;
+    const bool have = dp_->control_snapshot(&cs);
+    const dp::WorkerSnapshot s = dp_->totals();
+    json ports = json::array();
+    for (uint8_t p = 0; p < dp_->planes(); ++p) {
+        const auto pc = dp_->port_counters(p);
+        const bool link_up = (dp_->link_up_mask() >> p) & 1;
+        const bool denied = (dp_->denied_planes() >> p) & 1;
+        std::string health = "up";
+        if (!link_up)
+            health = "link down";
+        else if (denied)
+            health = "denied";
+        else if (have && ((cs.down_mask >> p) & 1))
+            health = "failed (scorer)";
+        const auto &pl = s.planes[p];
+        ports.push_back(
+            {{"plane", p},
+             {"port", dp_->port(p).name()},
+             {"driver", dp_->port(p).driver()},
+             {"ip", ip_string(cfg_.plane_ip[p])},
+             {"link", link_up ? "up" : "down"},
+             {"health", health},
+             {"denied", denied},
+             {"tx_packets", s.port_tx_pkts[p]},
+             {"rx_packets", s.port_rx_pkts[p]},
+             {"tx_data_pkts", pl.tx_data_pkts},
+             {"tx_retx_pkts", pl.tx_retx_pkts},
+             {"lost_pkts", pl.lost_pkts},
+             {"ack_timeouts", pl.ack_timeouts},
+             {"rtt_us_mean",
+              pl.rtt_samples ? double(pl.rtt_sum_ns) / double(pl.rtt_samples) / 1000 : 0.0},
+             {"evs_total", s.gauges.total[p]},
+             {"evs_assumed_bad", s.gauges.assumed_bad[p]},
+             {"evs_denied", s.gauges.denied[p]},
+             {"device_rx_missed", pc.rx_missed}});
+        if (const auto x = dp_->port(p).xdp_info())
+            ports.back()["xdp"] = {{"iface", x->iface},         {"mode", x->mode},
+                                   {"prog_id", x->prog_id},     {"steered", x->steered},
+                                   {"no_socket", x->no_socket}, {"other_address", x->other_address},
+                                   {"to_kernel", x->to_kernel}};
+    }
+    json out;
+    out["ports"] = ports;
+    return dump(out);
+}
+
+// "qps" (per_qp): every live QP of every worker; "evs": EV states summed
+// over them, and the EV denials in force.
+std::string Daemon::admin_qps(bool per_qp) {
+    json qs = json::array();
+    uint64_t ev_totals[kEvStates] = {};
+    for (uint32_t w = 0; w < dp_->workers(); ++w) {
+        for (uint32_t i = 1; i <= dp_->config().max_qps_per_worker; ++i) {
+            dp::QpSnapshot s;
+            if (!dp_->worker(w).qp_snapshot(i, &s) || !s.live) continue;
+            for (uint32_t k = 0; k < kEvStates; ++k)
+                ev_totals[k] += s.ev_states[k];
+            if (!per_qp) continue;
+            json j = {{"qpn", s.wire_qpn},
+                      {"worker", w},
+                      {"state", to_string(QpState(s.state))},
+                      {"usable_planes", s.usable_planes},
+                      {"window_bytes", s.window_bytes},
+                      {"inflight_bytes", s.inflight_bytes},
+                      {"evs", ev_state_counts(s.ev_states)},
+                      {"tx_data_pkts", s.c.tx_data_pkts},
+                      {"tx_retx_pkts", s.c.tx_retx_pkts},
+                      {"losses_detected", s.c.losses_detected},
+                      {"tail_probes", s.c.tail_probes},
+                      {"ack_timeouts", s.c.ack_timeouts},
+                      {"retx_spurious", s.c.retx_spurious},
+                      {"rx_data_bytes", s.c.rx_data_bytes},
+                      {"wrs_completed", s.c.wr_completed}};
+            if (QpState(s.state) == QpState::kError)
+                j["error"] = to_string(WcStatus(s.error_cause));
+            if (auto rec = qps_.find(s.wire_qpn); rec != qps_.end()) {
+                const QpRec &r = *rec->second;
+                j["client"] = r.client;
+                j["service"] = r.service;
+                j["connected"] = r.connected;
+                if (r.peer_planes) {
+                    j["peer"] = ip_string(r.peer_ip[0]);
+                    j["peer_qpn"] = r.peer_qpn;
+                }
+            }
+            qs.push_back(j);
+        }
+    }
+    json out;
+    if (per_qp) {
+        out["qps"] = qs;
+    } else {
+        out["ev_states"] = ev_state_counts(ev_totals);
+        json d = json::array();
+        for (const EvDenial &x : dp_->denied_evs())
+            d.push_back({{"qpn", x.qpn}, {"ev", x.ev}});
+        out["denied_evs"] = d;
+    }
+    return dump(out);
+}
+
+// "deny" / "allow" a plane, or one EV of one QP (root or mrcd's own user).
+std::string Daemon::admin_deny(const json &req, const std::string &cmd, const Client &c) {
+    if (c.uid != 0 && c.uid != ::geteuid())
+        return admin_error("deny/allow: only root or mrcd's own user may change paths");
+    const bool deny = cmd == "deny";
+    json out;
+    if (req.contains("plane")) {
+        if (!req["plane"].is_number_unsigned() || req["plane"].get<uint64_t>() >= dp_->planes())
+            return admin_error(fmt::format("plane must be 0 .. {}", dp_->planes() - 1));
+        dp_->deny_plane(uint8_t(req["plane"].get<uint64_t>()), deny);
+        log(RTE_LOG_NOTICE, "operator: {} plane {}", cmd, req["plane"].get<uint64_t>());
+        out["ok"] = true;
+        return dump(out);
+    }
+    if (req.contains("qpn") && req.contains("ev")) {
+        if (!req["qpn"].is_number_unsigned() || !req["ev"].is_number_unsigned() ||
+            req["ev"].get<uint64_t>() > 65535)
+            return admin_error("qpn and ev must be whole numbers (ev 0 .. 65535)");
+        const auto qpn = uint32_t(req["qpn"].get<uint64_t>());
+        if (!qps_.count(qpn)) return admin_error(fmt::format("no QP {}", qpn));
+        dp_->deny_ev(qpn, uint16_t(req["ev"].get<uint64_t>()), deny);
+        log(RTE_LOG_NOTICE, "operator: {} EV {} of QP {}", cmd, req["ev"].get<uint64_t>(), qpn);
+        out["ok"] = true;
+        return dump(out);
+    }
+    return admin_error("deny/allow need \"plane\", or \"qpn\" and \"ev\"");
+}
+
+}  // namespace mrc::mrcd

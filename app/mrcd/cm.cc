@@ -1,0 +1,408 @@
+// Connection management on the wire (docs/wire-format.md, "Connection
+// management"): CONNECT, ACCEPT, REJECT and DISCONNECT frames, and the
+// timeouts of connects and accepts in progress. Worker 0 passes every CM
+// frame to the server thread (CmInbox); frames go out through worker 0.
+//
+// A CONNECT goes on every plane that is up (resent every
+// connect_resend_ms until answered); the answer goes back on the plane
+// the CONNECT came in on. Every copy of a CONNECT already taken gets the
+// same ACCEPT again (answered_, kept kAnsweredKeepNs).
+#include <rte_ring.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "daemon.h"
+#include "mrc/mrc.h"
+#include "records.h"
+#include "support.h"
+
+namespace mrc::mrcd {
+
+namespace {
+
+constexpr uint16_t kCmEv = 0xc0de;  // UDP source port of CM frames (not a QP's EV)
+constexpr uint64_t kAnsweredKeepNs = 60'000'000'000ull;
+constexpr size_t kMaxAcceptBacklog = 64;
+
+}  // namespace
+
+// Where a CM frame came from.
+struct Daemon::CmFrom {
+    uint8_t plane = 0;
+    uint32_t ip = 0;
+    wire::MacAddr mac;
+};
+
+// ---- addresses and sending ----------------------------------------------------
+
+wire::MacAddr Daemon::neighbor_mac(uint32_t ip) const {
+    for (const Neighbor &n : cfg_.neighbors)
+        if (n.ip == ip) return n.mac;
+    return wire::MacAddr{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}};
+}
+
+wire::CmFields Daemon::my_addrs() const {
+    wire::CmFields f;
+    f.planes = dp_->planes();
+    for (uint8_t p = 0; p < f.planes; ++p) {
+        f.mac[p] = dp_->port(p).mac();
+        f.ip[p] = cfg_.plane_ip[p];
+    }
+    return f;
+}
+
+// Sends `f` on every plane of `plane_mask` that is up, to dst_ip[p] / dst_mac[p].
+void Daemon::send_cm(const wire::CmFields &f, uint8_t plane_mask, const uint32_t *dst_ip,
+                     const wire::MacAddr *dst_mac) {
+    cmd::SendCm send;
+    const uint8_t up = dp_->link_up_mask();
+    for (uint8_t p = 0; p < dp_->planes(); ++p) {
+        if (!(plane_mask & (1u << p)) || !(up & (1u << p))) continue;
+        wire::MrcAddr a;
+        a.src_mac = dp_->port(p).mac();
+        a.dst_mac = dst_mac[p];
+        a.src_ip = cfg_.plane_ip[p];
+        a.dst_ip = dst_ip[p];
+        a.dst_port = dp_->config().mrc_port;
+        std::vector<uint8_t> frame(wire::kCmBytes);
+        wire::write_cm(frame.data(), a, kCmEv, f);
+        send.frames.emplace_back(p, std::move(frame));
+    }
+    if (!send.frames.empty()) run_on(0, std::move(send));
+}
+
+void Daemon::send_connect(Pending &p) {
+    wire::CmFields f = my_addrs();
+    f.op = wire::CmOp::kConnect;
+    f.conn_id = p.conn_id;
+    f.service = p.service;
+    f.src_qpn = p.qpn;
+    f.psn = p.psn;
+    // On every plane that is up, to the one address the application gave:
+    // the first copy through wins, a plane that is down does not matter.
+    uint32_t ips[kMaxPlanes];
+    wire::MacAddr macs[kMaxPlanes];
+    for (uint8_t i = 0; i < kMaxPlanes; ++i) {
+        ips[i] = p.peer_ip;
+        macs[i] = neighbor_mac(p.peer_ip);
+    }
+    send_cm(f, 0xff, ips, macs);
+    ++ctr_.connects_sent;
+    p.next_send_ns = mono_ns() + uint64_t(cfg_.connect_resend_ms) * 1'000'000;
+}
+
+// Tells the peer of a connected QP that it is going away.
+void Daemon::send_disconnect(const QpRec &q) {
+    wire::CmFields f = my_addrs();
+    f.op = wire::CmOp::kDisconnect;
+    f.src_qpn = q.wire_qpn;
+    f.dst_qpn = q.peer_qpn;
+    uint8_t mask = 0;
+    for (uint8_t p = 0; p < std::min<uint8_t>(q.peer_planes, dp_->planes()); ++p)
+        mask |= uint8_t(1u << p);
+    // Twice: one lost frame should not leave the peer waiting for timeouts.
+    for (int i = 0; i < 2; ++i)
+        send_cm(f, mask, q.peer_ip, q.peer_mac);
+    ++ctr_.disconnects_sent;
+}
+
+// Takes down the peer's side of a connection this side could not bring up.
+void Daemon::disconnect_stray(const wire::CmFields &accept, uint32_t ip, const wire::MacAddr &mac) {
+    wire::CmFields f = my_addrs();
+    f.op = wire::CmOp::kDisconnect;
+    f.src_qpn = accept.dst_qpn;  // the QP it was meant for
+    f.dst_qpn = accept.src_qpn;
+    uint32_t ips[kMaxPlanes];
+    wire::MacAddr macs[kMaxPlanes];
+    uint8_t mask = 0;
+    for (uint8_t p = 0; p < std::min<uint8_t>(accept.planes, dp_->planes()); ++p) {
+        ips[p] = accept.ip[p];
+        macs[p] = accept.mac[p];
+        mask |= uint8_t(1u << p);
+    }
+    if (mask == 0) {
+        ips[0] = ip;
+        macs[0] = mac;
+        mask = 1;
+    }
+    send_cm(f, mask, ips, macs);
+    ++ctr_.disconnects_sent;
+}
+
+// An answer to a CONNECT (ACCEPT or REJECT, filled in by the caller), back
+// on the plane the CONNECT came in on.
+void Daemon::send_answer(wire::CmFields ans, const CmFrom &from) {
+    uint32_t ips[kMaxPlanes];
+    wire::MacAddr macs[kMaxPlanes];
+    for (uint8_t i = 0; i < kMaxPlanes; ++i) {
+        ips[i] = from.ip;
+        macs[i] = from.mac;
+    }
+    send_cm(ans, uint8_t(1u << from.plane), ips, macs);
+}
+
+// Records the peer's addresses from its CONNECT or ACCEPT in `r` and
+// makes the command that brings the QP up towards it (PSNs left to fill).
+cmd::ConnectQp Daemon::connect_command(QpRec &r, const wire::CmFields &f, uint32_t pd) {
+    r.peer_qpn = f.src_qpn;
+    r.peer_planes = std::min<uint8_t>(f.planes, dp_->planes());
+    for (uint8_t p = 0; p < f.planes; ++p) {
+        r.peer_ip[p] = f.ip[p];
+        r.peer_mac[p] = f.mac[p];
+    }
+    cmd::ConnectQp c;
+    c.wire_qpn = r.wire_qpn;
+    c.pd = pd;
+    c.peer.dst_qpn = f.src_qpn;
+    c.peer.planes = r.peer_planes;
+    for (uint8_t p = 0; p < r.peer_planes; ++p) {
+        wire::MrcAddr &a = c.peer.path[p];
+        a.src_mac = dp_->port(p).mac();
+        a.dst_mac = f.mac[p];
+        a.src_ip = cfg_.plane_ip[p];
+        a.dst_ip = f.ip[p];
+        a.dst_port = dp_->config().mrc_port;
+    }
+    return c;
+}
+
+// ---- frames in ------------------------------------------------------------------
+
+void Daemon::poll_cm() {
+    void *objs[32];
+    const unsigned n = rte_ring_sc_dequeue_burst(cm_in_.ring, objs, 32, nullptr);
+    for (unsigned i = 0; i < n; ++i) {
+        auto *m = static_cast<CmFrame *>(objs[i]);
+        on_cm(m->frame, m->len, m->plane);
+        delete m;
+    }
+    ctr_.cm_dropped = cm_in_.overflow.load(std::memory_order_relaxed) +
+                      cm_in_.oversize.load(std::memory_order_relaxed);
+}
+
+void Daemon::on_cm(const uint8_t *frame, uint32_t len, uint8_t plane) {
+    wire::CmFields f;
+    CmFrom from;
+    from.plane = plane;
+    const wire::CmError e =
+        wire::parse_cm(frame, len, dp_->config().mrc_port, &f, &from.mac, &from.ip);
+    if (e != wire::CmError::kOk) {
+        ++ctr_.cm_bad;
+        return;
+    }
+    const uint64_t now = mono_ns();
+    switch (f.op) {
+        case wire::CmOp::kConnect:
+            return on_connect(f, from, now);
+        case wire::CmOp::kAccept:
+        case wire::CmOp::kReject:
+            return on_answer(f, from, now);
+        case wire::CmOp::kDisconnect:
+            return on_disconnect(f, from);
+    }
+}
+
+// A repeat of a CONNECT already taken (another plane's copy, or a resend)
+// gets the same answer again. Keyed by the requester's plane-0 address, the
+// same in every copy. False when the CONNECT is new.
+bool Daemon::answer_repeat(const wire::CmFields &f, const CmFrom &from) {
+    auto done = answered_.find({f.ip[0], f.conn_id});
+    if (done == answered_.end()) return false;
+    auto q = qps_.find(done->second.qpn);
+    if (q != qps_.end()) {
+        wire::CmFields ans = my_addrs();
+        ans.conn_id = f.conn_id;
+        ans.op = wire::CmOp::kAccept;
+        ans.src_qpn = q->second->wire_qpn;
+        ans.dst_qpn = f.src_qpn;
+        ans.psn = done->second.psn;
+        send_answer(ans, from);
+    }
+    return true;
+}
+
+// CONNECT: a new QP for the listener of the service, brought up towards
+// the requester, answered with ACCEPT (or REJECT with the reason).
+void Daemon::on_connect(const wire::CmFields &f, const CmFrom &from, uint64_t now) {
+    ++ctr_.connects_received;
+    if (answer_repeat(f, from)) return;
+    auto reject = [&](wire::CmReject why) {
+        wire::CmFields ans = my_addrs();
+        ans.conn_id = f.conn_id;
+        ans.op = wire::CmOp::kReject;
+        ans.reason = why;
+        send_answer(ans, from);
+        ++ctr_.rejects_sent;
+    };
+    auto l = listeners_.find(f.service);
+    if (l == listeners_.end() || draining_) return reject(wire::CmReject::kNoListener);
+    // A listener that does not accept holds a ring per waiting QP:
+    // bounded, so remote CONNECTs cannot use up the daemon's files.
+    if (l->second.ready.size() >= kMaxAcceptBacklog) return reject(wire::CmReject::kNoResources);
+    Client &c = *clients_.at(l->second.client);
+    auto q = new_qp(c, l->second.cq_id, l->second.sq_depth);
+    if (!q) {
+        log(RTE_LOG_WARNING, "CONNECT for service {}: {}", f.service, q.error().message);
+        return reject(wire::CmReject::kNoResources);
+    }
+    QpRec &r = **q;
+    r.service = f.service;
+    cmd::ConnectQp up = connect_command(r, f, pd_of(c.id, f.service));
+    up.expected_psn = f.psn;
+    up.start_psn = uint32_t(rng_()) & wire::kQpnMask;
+    const CommandAnswer a = run_on(r.worker, up);
+    if (!a.ok) {
+        log(RTE_LOG_WARNING, "CONNECT for service {}: {}", f.service, a.error);
+        destroy_qp(c, r.wire_qpn, false);
+        return reject(wire::CmReject::kBadRequest);
+    }
+    r.connected = true;
+    r.connected_ns = now;
+    answered_[{f.ip[0], f.conn_id}] = Answer{r.wire_qpn, up.start_psn, now};
+    wire::CmFields ans = my_addrs();
+    ans.conn_id = f.conn_id;
+    ans.op = wire::CmOp::kAccept;
+    ans.src_qpn = r.wire_qpn;
+    ans.dst_qpn = f.src_qpn;
+    ans.psn = up.start_psn;
+    send_answer(ans, from);
+    ++ctr_.accepts;
+    log(RTE_LOG_INFO, "QP {} accepted for client {} on service {} from {} QP {}", r.wire_qpn, c.id,
+        f.service, ip_string(from.ip), f.src_qpn);
+    if (c.waiting && c.waiting->kind == Pending::kAccept && c.waiting->service == f.service)
+        complete_accept(c, r);
+    else
+        l->second.ready.push_back(r.wire_qpn);
+}
+
+// ACCEPT or REJECT of one of our CONNECTs: the QP comes up, and the
+// application's connect is answered.
+void Daemon::on_answer(const wire::CmFields &f, const CmFrom &from, uint64_t now) {
+    auto it = connecting_.find(f.conn_id);
+    if (it == connecting_.end()) {
+        // A repeat of an answer already taken, or nobody asked.
+        bool repeat = false;
+        for (const auto &[n, q] : qps_)
+            repeat =
+                repeat || (q->connected && q->peer_qpn == f.src_qpn && q->wire_qpn == f.dst_qpn);
+        ++(repeat ? ctr_.cm_duplicates : ctr_.cm_bad);
+        return;
+    }
+    Pending &p = *it->second;
+    auto cl = clients_.find(p.client);
+    if (cl == clients_.end() || !qps_.count(p.qpn)) {
+        connecting_.erase(it);
+        return;
+    }
+    Client &c = *cl->second;
+    const uint32_t seq = p.seq;
+    constexpr auto op = uint16_t(ipc::Op::kConnect);
+    if (f.op == wire::CmOp::kReject) {
+        connecting_.erase(it);
+        c.waiting.reset();
+        return reply(c, op, seq, MRC_EREFUSED,
+                     fmt::format("{} refused the connection: {}", ip_string(from.ip),
+                                 wire::to_string(f.reason)));
+    }
+    if (f.dst_qpn != p.qpn) {
+        ++ctr_.cm_bad;
+        return;
+    }
+    QpRec &r = *qps_.at(p.qpn);
+    cmd::ConnectQp up = connect_command(r, f, pd_of(c.id, p.service));
+    up.expected_psn = f.psn;
+    up.start_psn = p.psn;
+    const uint32_t service = p.service;
+    const CommandAnswer a = run_on(r.worker, up);
+    connecting_.erase(it);  // p is gone from here on
+    c.waiting.reset();
+    if (!a.ok) {
+        disconnect_stray(f, from.ip, from.mac);
+        return reply(c, op, seq, MRC_EINVAL, "cannot bring the QP up: " + a.error);
+    }
+    r.connected = true;
+    r.connected_ns = now;
+    ++ctr_.accepts;
+    log(RTE_LOG_INFO, "QP {} of client {} connected to {} QP {} (service {})", r.wire_qpn, c.id,
+        ip_string(from.ip), f.src_qpn, service);
+    reply(c, op, seq, MRC_OK, "");
+}
+
+// DISCONNECT: the peer took its side down; ours fails with PEER_DISCONNECTED.
+void Daemon::on_disconnect(const wire::CmFields &f, const CmFrom &from) {
+    ++ctr_.disconnects_received;
+    auto it = qps_.find(f.dst_qpn);
+    // Only the peer this QP is connected to may take it down.
+    if (it == qps_.end() || it->second->peer_qpn != f.src_qpn) {
+        ++ctr_.cm_bad;
+        return;
+    }
+    QpRec &q = *it->second;
+    if (!q.connected) {
+        ++ctr_.cm_duplicates;  // another copy of a DISCONNECT already taken
+        return;
+    }
+    bool known = false;
+    for (uint8_t p = 0; p < q.peer_planes; ++p)
+        known = known || q.peer_ip[p] == from.ip;
+    if (!known) {
+        ++ctr_.cm_bad;
+        return;
+    }
+    q.connected = false;
+    run_on(q.worker, cmd::ErrorQp{.wire_qpn = f.dst_qpn, .status = MRC_WC_PEER_DISCONNECTED});
+    log(RTE_LOG_INFO, "QP {}: the peer ({} QP {}) disconnected", f.dst_qpn, ip_string(from.ip),
+        f.src_qpn);
+}
+
+// ---- timeouts -------------------------------------------------------------------
+
+void Daemon::timeouts() {
+    const uint64_t now = mono_ns();
+    connect_timeouts(now);
+    accept_timeouts(now);
+    for (auto it = answered_.begin(); it != answered_.end();)
+        it = now - it->second.at_ns > kAnsweredKeepNs ? answered_.erase(it) : std::next(it);
+}
+
+// Connects in progress: resent until answered, failed at their deadline.
+void Daemon::connect_timeouts(uint64_t now) {
+    for (auto it = connecting_.begin(); it != connecting_.end();) {
+        Pending &p = *it->second;
+        auto cl = clients_.find(p.client);
+        if (cl == clients_.end() || cl->second->fd < 0) {
+            it = connecting_.erase(it);
+            continue;
+        }
+        if (now >= p.deadline_ns) {
+            Client &c = *cl->second;
+            const uint32_t seq = p.seq;
+            const uint32_t ip = p.peer_ip;
+            it = connecting_.erase(it);
+            c.waiting.reset();
+            reply(c, uint16_t(ipc::Op::kConnect), seq, MRC_ETIMEDOUT,
+                  fmt::format("no answer from {} (is mrcd running there, on the same MRC port?)",
+                              ip_string(ip)));
+            continue;
+        }
+        if (now >= p.next_send_ns) send_connect(p);
+        ++it;
+    }
+}
+
+void Daemon::accept_timeouts(uint64_t now) {
+    for (auto &[id, c] : clients_) {
+        if (c->fd < 0 || !c->waiting || c->waiting->kind != Pending::kAccept) continue;
+        if (now >= c->waiting->deadline_ns) {
+            const uint32_t seq = c->waiting->seq;
+            const uint32_t svc = c->waiting->service;
+            c->waiting.reset();
+            reply(*c, uint16_t(ipc::Op::kAccept), seq, MRC_ETIMEDOUT,
+                  fmt::format("no connection on service {} in time", svc));
+        }
+    }
+}
+
+}  // namespace mrc::mrcd
