@@ -55,7 +55,7 @@ SIM_CASES = [
     ("lossless", []),
     ("loss_1pct_plane1", ["--impair", "plane=1,dir=0,loss=0.01"]),
     ("loss_3pct_plane1", ["--impair", "plane=1,dir=0,loss=0.03"]),
-    ("burst_loss_plane1", ["--impair", "plane=1,dir=0,burst=0.003"]),
+    ("burst_loss_plane1", ["--impair", "plane=1,dir=ab,burst_enter=0.003"]),
     ("reorder_20pct_5us", ["--impair", "dir=0,reorder=0.2,reorder_us=5"]),
     ("reorder_20pct_20us", ["--impair", "dir=0,reorder=0.2,reorder_us=20"]),
     ("ack_loss_5pct_plane1", ["--impair", "plane=1,dir=1,loss=0.05"]),

@@ -2,7 +2,8 @@
 //
 //   mrc-sim --planes 4 --paths-per-plane 8 --qps 4 --msg-bytes 1048576
 //           --total-bytes 268435456 --link-gbps 400 --delay-us 2 --loss 0.001
-//           --impair 'plane=1,path=3,trim_kb=64' --fail 'plane=2,at_us=500,for_us=1000' --json
+//           --impair 'plane=1,path=3,trim_bytes=65536' --fail 'plane=2,at_us=500,for_us=1000'
+//           --json
 //
 // Exit status: 0 verified, 1 verification failed (lost, corrupt, duplicated
 // or out-of-order data, a QP error, or the run timed out), 2 bad arguments.
@@ -18,6 +19,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/key_values.h"
 #include "core/counters.h"
 #include "core/endpoint.h"
 #include "sim/sim.h"
@@ -26,32 +28,8 @@ using namespace mrc;
 
 namespace {
 
-// Parses "key=value,key=value" into a map; false on a malformed item.
-bool parse_kv(const std::string &spec, std::map<std::string, std::string> &out, std::string &err) {
-    std::stringstream ss(spec);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-        const auto eq = item.find('=');
-        if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
-            err = fmt::format("'{}' is not key=value", item);
-            return false;
-        }
-        out[item.substr(0, eq)] = item.substr(eq + 1);
-    }
-    return true;
-}
-
-bool to_double(const std::string &s, double &v) {
-    try {
-        size_t pos = 0;
-        v = std::stod(s, &pos);
-        return pos == s.size();
-    } catch (...) {
-        return false;
-    }
-}
-
-// One key of a 'key=number,...' spec and where its number goes.
+// One key of a 'key=value,...' spec (common/key_values.h, the grammar
+// mrc-fabric takes too) and where its value goes.
 struct Key {
     const char *name;
     std::function<void(double)> set;
@@ -59,28 +37,58 @@ struct Key {
     bool may_be_negative = false;
 };
 
+// Keys of mrc-fabric's vocabulary the simulator has no model for, and keys
+// this tool once took under another name.
+const std::map<std::string, std::string> kNotHere = {
+    {"down", "a mrc-fabric setting: use --fail here"},
+    {"blackhole", "a mrc-fabric setting: use --fail here"},
+    {"burst_loss", "a mrc-fabric setting: here every packet is lost in the burst state"},
+    {"rate_gbps", "a mrc-fabric setting: here use --path-gbps or --plane-limit"},
+    {"queue_bytes", "a mrc-fabric setting: here use --queue-kb"},
+    {"trim", "a mrc-fabric setting: here use trim_bytes=N (trim above N queued bytes)"},
+    {"delay_us", "a mrc-fabric setting: here use --delay-us"},
+    {"jitter_us", "a mrc-fabric setting the simulator does not model"},
+    {"dup", "renamed: duplicate (as in mrc-fabric)"},
+    {"burst", "renamed: burst_enter (as in mrc-fabric)"},
+    {"ecn_kb", "renamed: ecn_bytes, in bytes (as in mrc-fabric)"},
+    {"trim_kb", "renamed: trim_bytes, in bytes"},
+};
+
 // Parses `spec` against `keys`: every key known, a number, not negative
-// unless allowed, the required ones present. Returns the error, or empty.
+// unless allowed, the required ones present. "dir" takes ab, ba or both
+// (or 0, 1), as in mrc-fabric, and sets -1 for both. Returns the error, or
+// empty.
 std::string parse_keys(const std::string &spec, const std::vector<Key> &keys) {
-    std::map<std::string, std::string> kv;
-    std::string err;
-    if (!parse_kv(spec, kv, err)) return err;
-    for (const Key &k : keys)
-        if (k.required && !kv.count(k.name)) return fmt::format("needs {}=", k.name);
-    for (const auto &item : kv) {
-        const std::string &name = item.first, &v = item.second;
+    auto kv = split_key_values(spec);
+    if (!kv) return kv.error().message;
+    for (const Key &k : keys) {
+        const bool given = std::any_of(kv->begin(), kv->end(),
+                                       [&](const auto &item) { return item.first == k.name; });
+        if (k.required && !given) return fmt::format("needs {}=", k.name);
+    }
+    for (const auto &[name, v] : *kv) {
         const auto key =
             std::find_if(keys.begin(), keys.end(), [&](const Key &k) { return name == k.name; });
         if (key == keys.end()) {
+            if (auto it = kNotHere.find(name); it != kNotHere.end())
+                return fmt::format("'{}': {}", name, it->second);
             std::string names;
             for (const Key &k : keys)
                 names += (names.empty() ? "" : ", ") + std::string(k.name);
             return fmt::format("unknown key '{}' ({})", name, names);
         }
         double d;
-        if (!to_double(v, d)) return fmt::format("{}={}: not a number", name, v);
-        if (d < 0 && !key->may_be_negative)
-            return fmt::format("{}={}: must not be negative", name, v);
+        if (name == "dir") {
+            auto dir = parse_direction(name, v);
+            if (!dir) return dir.error().message;
+            d = *dir == Direction::kAtoB ? 0 : *dir == Direction::kBtoA ? 1 : -1;
+        } else {
+            auto n = parse_number(name, v);
+            if (!n) return n.error().message;
+            d = *n;
+            if (d < 0 && !key->may_be_negative)
+                return fmt::format("{}={}: must not be negative", name, v);
+        }
         key->set(d);
     }
     return {};
@@ -90,13 +98,13 @@ std::string parse_impair(const std::string &spec, sim::Impairment &im) {
     return parse_keys(spec,
                       {{"plane", [&](double d) { im.plane = int(d); }, false, true},
                        {"path", [&](double d) { im.path = int(d); }, false, true},
-                       {"dir", [&](double d) { im.dir = int(d); }, false, true},
+                       {"dir", [&](double d) { im.dir = int(d); }},
                        {"loss", [&](double d) { im.loss = d; }},
-                       {"burst", [&](double d) { im.burst_enter = d; }},
+                       {"burst_enter", [&](double d) { im.burst_enter = d; }},
                        {"burst_exit", [&](double d) { im.burst_exit = d; }},
-                       {"ecn_kb", [&](double d) { im.ecn_kb = uint32_t(d); }},
-                       {"trim_kb", [&](double d) { im.trim_kb = uint32_t(d); }},
-                       {"dup", [&](double d) { im.dup = d; }},
+                       {"ecn_bytes", [&](double d) { im.ecn_bytes = uint64_t(d); }},
+                       {"trim_bytes", [&](double d) { im.trim_bytes = uint64_t(d); }},
+                       {"duplicate", [&](double d) { im.duplicate = d; }},
                        {"reorder", [&](double d) { im.reorder = d; }},
                        {"reorder_us", [&](double d) { im.reorder_ns = uint64_t(d * 1000); }}});
 }
@@ -114,7 +122,7 @@ std::string parse_fail(const std::string &spec, sim::Failure &f) {
 std::string parse_limit(const std::string &spec, sim::PlaneLimit &l) {
     return parse_keys(spec, {{"plane", [&](double d) { l.plane = int(d); }, true},
                              {"gbps", [&](double d) { l.gbps = d; }, true},
-                             {"ecn_kb", [&](double d) { l.ecn_kb = uint32_t(d); }},
+                             {"ecn_bytes", [&](double d) { l.ecn_bytes = uint64_t(d); }},
                              {"dir", [&](double d) { l.dir = int(d); }}});
 }
 
@@ -167,7 +175,8 @@ int main(int argc, char **argv) {
     double keepalive_ms = double(c.qp.liveness.keepalive_ns) / 1e6;
     double peer_timeout_ms = double(c.qp.liveness.peer_timeout_ns) / 1e6;
     bool no_rack = false, no_tlp = false;
-    cli.add_option("--planes", c.fabric.planes, fmt::format("planes (NIC ports), 1-{}", mrc::kMaxPlanes));
+    cli.add_option("--planes", c.fabric.planes,
+                   fmt::format("planes (NIC ports), 1-{}", mrc::kMaxPlanes));
     cli.add_option("--paths-per-plane", c.fabric.paths_per_plane, "ECMP paths per plane");
     cli.add_option("--qps", c.work.qps, "QPs writing to host B");
     cli.add_option("--senders", c.work.senders,
@@ -207,8 +216,9 @@ int main(int argc, char **argv) {
     cli.add_option("--victim-start-us", victim_start_us, "when the victims start, us");
     cli.add_option("--lasthop-ecn-kb", c.fabric.lasthop_ecn_kb,
                    "last hop marks ECN above this queue, KiB (0: never)");
-    cli.add_option("--plane-limit", limits,
-                   "plane=p,gbps=G[,ecn_kb=K][,dir=0|1]: the plane's core carries only G Gb/s");
+    cli.add_option(
+        "--plane-limit", limits,
+        "plane=p,gbps=G[,ecn_bytes=B][,dir=ab|ba]: the plane's core carries only G Gb/s");
     cli.add_option("--mpr", c.qp.mpr_units, "receive window, units of 128 PSNs");
     cli.add_option("--rto", rto,
                    "retransmission timeout: adaptive (per plane, from the RTT) | fixed "
@@ -230,8 +240,9 @@ int main(int argc, char **argv) {
         ->check(CLI::IsMember({"linear", "exponential"}));
     cli.add_option("--max-sim-ms", max_sim_ms, "give up after this much simulated time, ms");
     cli.add_option("--impair", impairs,
-                   "plane=p[,path=k][,dir=0|1],loss=..,burst=..,ecn_kb=..,trim_kb=..,dup=..,"
-                   "reorder=..,reorder_us=..");
+                   "plane=p[,path=k][,dir=ab|ba|both],loss=..,burst_enter=..,burst_exit=..,"
+                   "ecn_bytes=..,trim_bytes=..,duplicate=..,reorder=..,reorder_us=.. (the "
+                   "vocabulary of mrc-fabric's --impair)");
     cli.add_option(
         "--fail", fails,
         "plane=p[,path=k][,dir=0|1],at_us=T[,for_us=D][,period_us=P][,link=0|1]: blackhole "

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "common/key_values.h"
+
 namespace mrc::fabric {
 
 const char *to_string(Dir d) {
@@ -19,23 +21,9 @@ std::string str(std::string_view s) {
     return std::string(s);
 }
 
-Result<double> parse_double(std::string_view key, std::string_view v) {
-    double d = 0;
-    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), d);
-    if (ec != std::errc() || end != v.data() + v.size() || !std::isfinite(d))
-        return Error{str(key) + "=" + str(v) + ": not a number"};
-    return d;
-}
-
-Result<bool> parse_bool(std::string_view key, std::string_view v) {
-    if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
-    if (v == "0" || v == "false" || v == "no" || v == "off") return false;
-    return Error{str(key) + "=" + str(v) + ": expected true or false"};
-}
-
 Result<void> set_range(double *field, std::string_view key, std::string_view v, double lo,
                        double hi, const char *what) {
-    auto d = parse_double(key, v);
+    auto d = parse_number(key, v);
     if (!d) return d.error();
     if (*d < lo || *d > hi) return Error{str(key) + "=" + str(v) + ": " + what};
     *field = *d;
@@ -131,30 +119,7 @@ Result<int> parse_index(std::string_view key, std::string_view v) {
     return n;
 }
 
-// Splits "a=1,b=2" into pairs; a bare key is key=true ("down").
-Result<std::vector<std::pair<std::string, std::string>>> split_spec(std::string_view spec) {
-    std::vector<std::pair<std::string, std::string>> out;
-    while (!spec.empty()) {
-        const size_t comma = spec.find(',');
-        std::string_view item = spec.substr(0, comma);
-        spec = comma == std::string_view::npos ? std::string_view{} : spec.substr(comma + 1);
-        while (!item.empty() && item.front() == ' ')
-            item.remove_prefix(1);
-        while (!item.empty() && item.back() == ' ')
-            item.remove_suffix(1);
-        if (item.empty()) continue;
-        const size_t eq = item.find('=');
-        if (eq == 0) return Error{"'" + str(item) + "': a key is missing before '='"};
-        if (eq == std::string_view::npos)
-            out.emplace_back(str(item), "true");
-        else
-            out.emplace_back(str(item.substr(0, eq)), str(item.substr(eq + 1)));
-    }
-    return out;
-}
-
-Result<Setting> setting_from(std::vector<std::pair<std::string, std::string>> kv,
-                             std::string_view spec) {
+Result<Setting> setting_from(KeyValues kv, std::string_view spec) {
     Setting s;
     for (auto &[k, v] : kv) {
         if (k == "plane" || k == "path") {
@@ -162,17 +127,10 @@ Result<Setting> setting_from(std::vector<std::pair<std::string, std::string>> kv
             if (!n) return n.error();
             (k == "plane" ? s.sel.plane : s.sel.path) = *n;
         } else if (k == "dir") {
-            if (v == "ab") {
-                s.sel.a_to_b = true;
-                s.sel.b_to_a = false;
-            } else if (v == "ba") {
-                s.sel.a_to_b = false;
-                s.sel.b_to_a = true;
-            } else if (v == "both") {
-                s.sel.a_to_b = s.sel.b_to_a = true;
-            } else {
-                return Error{"dir=" + v + ": expected ab, ba or both"};
-            }
+            auto d = parse_direction(k, v);
+            if (!d) return d.error();
+            s.sel.a_to_b = *d != Direction::kBtoA;
+            s.sel.b_to_a = *d != Direction::kAtoB;
         } else {
             PathParams scratch;
             if (auto r = set_param(&scratch, k, v); !r) return r.error();
@@ -186,20 +144,20 @@ Result<Setting> setting_from(std::vector<std::pair<std::string, std::string>> kv
 }  // namespace
 
 Result<Setting> parse_setting(std::string_view spec) {
-    auto kv = split_spec(spec);
+    auto kv = split_key_values(spec);
     if (!kv) return kv.error();
     return setting_from(std::move(*kv), spec);
 }
 
 Result<Event> parse_event(std::string_view spec) {
-    auto kv = split_spec(spec);
+    auto kv = split_key_values(spec);
     if (!kv) return kv.error();
     Event e;
     bool have_time = false;
-    std::vector<std::pair<std::string, std::string>> rest;
+    KeyValues rest;
     for (auto &[k, v] : *kv) {
         if (k == "at_ms" || k == "at_us") {
-            auto d = parse_double(k, v);
+            auto d = parse_number(k, v);
             if (!d) return d.error();
             if (*d < 0 || *d > 1e12) return Error{k + "=" + v + ": must be a time >= 0"};
             e.at_ns = static_cast<uint64_t>(*d * (k == "at_ms" ? 1e6 : 1e3));
@@ -405,9 +363,7 @@ Verdict Fabric::ingress(uint32_t plane, Dir dir, uint8_t *frame, uint32_t *len, 
                 udp->checksum.set(wire::ipv4_udp_checksum(*u.ip, udp, udp->length.get()));
             }
         } else {
-            marked = p.ecn_bytes && backlog_bytes > p.ecn_bytes &&
-                     (u.ip->tos & wire::kEcnMask) != 0 &&
-                     (u.ip->tos & wire::kEcnMask) != wire::kEcnCe;
+            marked = p.ecn_bytes && backlog_bytes > p.ecn_bytes;
             if (busy_ns <= now_ns) {
                 busy_ns = now_ns;
                 busy_ps = 0;
@@ -432,13 +388,7 @@ Verdict Fabric::ingress(uint32_t plane, Dir dir, uint8_t *frame, uint32_t *len, 
     ps.busy_frac_ps = busy_ps;
     c.trimmed += trimmed;
     c.reordered += held;
-    if (marked) {
-        auto *ip = const_cast<wire::Ipv4Hdr *>(u.ip);
-        ip->tos = static_cast<uint8_t>(ip->tos | wire::kEcnCe);
-        ip->checksum.set(0);
-        ip->checksum.set(wire::ipv4_header_checksum(*ip));
-        ++c.ecn_marked;
-    }
+    if (marked && wire::mark_ce(*const_cast<wire::Ipv4Hdr *>(u.ip))) ++c.ecn_marked;
     if (p.duplicate > 0 && rng_.chance(p.duplicate) && dl.push(due, handle, *len, uint16_t(path))) {
         ++c.duplicated;
         return Verdict::kQueuedTwice;

@@ -5,8 +5,8 @@
 #include <memory>
 #include <unordered_map>
 
-#include "core/endpoint.h"
 #include "common/rng.h"
+#include "core/endpoint.h"
 #include "sim/radix_heap.h"
 #include "wire/mrc.h"
 
@@ -148,7 +148,7 @@ class Simulator {
     void through_path(uint32_t pi, uint64_t t_ps);
     void through_core(uint32_t pi, uint64_t t_ps);
     void last_hop_arrive(uint32_t pi, uint64_t t_ps);
-    bool admit(Pkt &p, uint64_t backlog, uint32_t trim_kb, bool last_hop);
+    bool admit(Pkt &p, uint64_t backlog, uint64_t trim_bytes, bool last_hop);
     void mark_ce(Pkt &p);
     void score(uint64_t t_ps);
     void link_event(uint32_t fi, uint64_t t_ps);
@@ -574,9 +574,9 @@ void Simulator::through_path(uint32_t pi, uint64_t t_ps) {
         return free_pkt(pi);
     }
     const uint64_t backlog = backlog_bytes(ps.busy_until_ps, t_ps, path_gbps_);
-    if (!admit(p, backlog, im.trim_kb, false)) return free_pkt(pi);
-    if (im.ecn_kb && backlog > uint64_t{im.ecn_kb} * 1024) mark_ce(p);
-    const bool dup = rng_.chance(im.dup);
+    if (!admit(p, backlog, im.trim_bytes, false)) return free_pkt(pi);
+    if (im.ecn_bytes && backlog > im.ecn_bytes) mark_ce(p);
+    const bool dup = rng_.chance(im.duplicate);
     p.extra_delay_ps = rng_.chance(im.reorder) ? im.reorder_ns * 1000 : 0;
     if (p.extra_delay_ps) note_fate(p, kHeldBack);
     if (dup) note_fate(p, kDuplicated);
@@ -605,13 +605,7 @@ void Simulator::through_path(uint32_t pi, uint64_t t_ps) {
 
 void Simulator::mark_ce(Pkt &p) {
     auto *ip = reinterpret_cast<wire::Ipv4Hdr *>(p.hdr + sizeof(wire::EthHdr));
-    if ((ip->tos & wire::kEcnMask) != wire::kEcnNotEct &&
-        (ip->tos & wire::kEcnMask) != wire::kEcnCe) {
-        ip->tos |= wire::kEcnCe;
-        ip->checksum.set(0);
-        ip->checksum.set(wire::ipv4_header_checksum(*ip));
-        ++r_.packets_ecn_marked;
-    }
+    if (wire::mark_ce(*ip)) ++r_.packets_ecn_marked;
 }
 
 // The core of a plane with a PlaneLimit: one queue at its rate for every
@@ -627,7 +621,7 @@ void Simulator::through_core(uint32_t pi, uint64_t t_ps) {
             ? static_cast<uint64_t>(double(q.busy_until_ps - t_ps) * lim.gbps * (1.0 / 8000.0))
             : 0;
     if (!admit(p, backlog, 0, false)) return free_pkt(pi);
-    if (lim.ecn_kb && backlog > uint64_t{lim.ecn_kb} * 1024) mark_ce(p);
+    if (lim.ecn_bytes && backlog > lim.ecn_bytes) mark_ce(p);
     const uint64_t ser = static_cast<uint64_t>(
         double(p.hdr_len + p.payload_len + kWireOverheadBytes) * 8000.0 / lim.gbps);
     const uint64_t depart = std::max(t_ps, q.busy_until_ps) + ser;
@@ -636,13 +630,13 @@ void Simulator::through_core(uint32_t pi, uint64_t t_ps) {
 }
 
 // Queue admission with `backlog` bytes queued: a data packet is trimmed
-// above trim_kb (when set), any packet dropped above the queue limit.
+// above trim_bytes (when set), any packet dropped above the queue limit.
 // False when dropped.
-bool Simulator::admit(Pkt &p, uint64_t backlog, uint32_t trim_kb, bool last_hop) {
+bool Simulator::admit(Pkt &p, uint64_t backlog, uint64_t trim_bytes, bool last_hop) {
     r_.max_queue_bytes = std::max(r_.max_queue_bytes, backlog);
     series_max_queue_ = std::max(series_max_queue_, backlog);
     if (last_hop) r_.max_lasthop_queue_bytes = std::max(r_.max_lasthop_queue_bytes, backlog);
-    if (p.data && trim_kb && backlog > uint64_t{trim_kb} * 1024) {
+    if (p.data && trim_bytes && backlog > trim_bytes) {
         if (wire::trim_data_headers(p.hdr, p.hdr_len, p.payload_len, last_hop)) {
             p.payload = nullptr;
             p.payload_len = 0;
@@ -664,7 +658,7 @@ void Simulator::last_hop_arrive(uint32_t pi, uint64_t t_ps) {
     const FabricConfig &f = cfg_.fabric;
     QueueState &lq = last_hop(p.dst, p.plane);
     const uint64_t backlog = backlog_bytes(lq.busy_until_ps, t_ps, f.link_gbps);
-    if (!admit(p, backlog, f.lasthop_trim_kb, true)) return free_pkt(pi);
+    if (!admit(p, backlog, uint64_t{f.lasthop_trim_kb} * 1024, true)) return free_pkt(pi);
     if (f.lasthop_ecn_kb && p.data && backlog > uint64_t{f.lasthop_ecn_kb} * 1024) mark_ce(p);
     const uint64_t depart =
         std::max(t_ps, lq.busy_until_ps) + ser_ps(p.hdr_len + p.payload_len, f.link_gbps);
@@ -912,7 +906,7 @@ std::string validate(const SimConfig &c) {
             return "impairment names plane " + std::to_string(im.plane) + " that does not exist";
         if (im.path >= int(f.paths_per_plane))
             return "impairment names path " + std::to_string(im.path) + " that does not exist";
-        for (double p : {im.loss, im.dup, im.reorder, im.burst_enter, im.burst_exit})
+        for (double p : {im.loss, im.duplicate, im.reorder, im.burst_enter, im.burst_exit})
             if (!(p >= 0 && p <= 1)) return "impairment probabilities must be in [0, 1]";
     }
     for (const auto &fl : f.failures) {

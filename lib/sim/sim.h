@@ -35,9 +35,9 @@ struct Impairment {
     double loss = 0;             // random loss probability per packet
     double burst_enter = 0;      // burst loss (Gilbert-Elliott): P(good -> bad) per packet
     double burst_exit = 0.3;     //   P(bad -> good) per packet; every packet is lost while bad
-    uint32_t ecn_kb = 0;         // mark CE when the queue holds more than this (0: never)
-    uint32_t trim_kb = 0;        // trim data packets when the queue holds more (0: never)
-    double dup = 0;              // probability a packet is duplicated
+    uint64_t ecn_bytes = 0;      // mark CE when the queue holds more than this (0: never)
+    uint64_t trim_bytes = 0;     // trim data packets when the queue holds more (0: never)
+    double duplicate = 0;        // probability a packet is duplicated
     double reorder = 0;          // probability a packet is held back...
     uint64_t reorder_ns = 5000;  // ...by this much extra delay
 };
@@ -60,12 +60,12 @@ struct Failure {
 
 // A plane with less capacity than its links: every path of the plane, in
 // direction dir, passes one more queue at `gbps` (its core) before the
-// last hop, which marks ECN above ecn_kb (0: never).
+// last hop, which marks ECN above ecn_bytes (0: never).
 struct PlaneLimit {
     int plane = 0;
     int dir = 0;
     double gbps = 0;
-    uint32_t ecn_kb = 0;
+    uint64_t ecn_bytes = 0;
 };
 
 struct FabricConfig {

@@ -33,30 +33,30 @@ SimRun mrc_sim(const std::vector<std::string> &args) {
 }
 
 TEST(MrcSimCli, JsonHasTheInterfaceKeys) {
-    const SimRun r =
-        mrc_sim({"--planes",
-                 "4",
-                 "--paths-per-plane",
-                 "8",
-                 "--qps",
-                 "2",
-                 "--msg-bytes",
-                 "65536",
-                 "--total-bytes",
-                 "4194304",
-                 "--link-gbps",
-                 "100",
-                 "--delay-us",
-                 "2",
-                 "--loss",
-                 "0.001",
-                 "--seed",
-                 "5",
-                 "--impair",
-                 "plane=1,path=3,loss=0.01,ecn_kb=32,trim_kb=64,dup=0.001,reorder=0.01",
-                 "--fail",
-                 "plane=2,path=1,at_us=10,for_us=50",
-                 "--json"});
+    const SimRun r = mrc_sim(
+        {"--planes",
+         "4",
+         "--paths-per-plane",
+         "8",
+         "--qps",
+         "2",
+         "--msg-bytes",
+         "65536",
+         "--total-bytes",
+         "4194304",
+         "--link-gbps",
+         "100",
+         "--delay-us",
+         "2",
+         "--loss",
+         "0.001",
+         "--seed",
+         "5",
+         "--impair",
+         "plane=1,path=3,loss=0.01,ecn_bytes=32768,trim_bytes=65536,duplicate=0.001,reorder=0.01",
+         "--fail",
+         "plane=2,path=1,at_us=10,for_us=50",
+         "--json"});
     ASSERT_EQ(r.rc, 0) << r.out;
     const auto j = nlohmann::json::parse(r.out, nullptr, false);
     ASSERT_FALSE(j.is_discarded()) << r.out;
@@ -75,7 +75,7 @@ TEST(MrcSimCli, JsonHasTheInterfaceKeys) {
 TEST(MrcSimCli, MultipathKeysAndTimeSeries) {
     const SimRun r = mrc_sim({"--planes", "4", "--qps", "2", "--total-bytes", "33554432",
                               "--timeout-exp", "5", "--fail", "plane=3,at_us=300", "--plane-limit",
-                              "plane=1,gbps=50,ecn_kb=16", "--series-us", "100", "--json"});
+                              "plane=1,gbps=50,ecn_bytes=16384", "--series-us", "100", "--json"});
     ASSERT_EQ(r.rc, 0) << r.out;
     const auto j = nlohmann::json::parse(r.out, nullptr, false);
     ASSERT_FALSE(j.is_discarded()) << r.out;
@@ -134,7 +134,11 @@ TEST(MrcSimCli, BadArgumentsAreNamed) {
         {{"--impair", "plane=9,loss=0.1"}, "plane 9"},
         {{"--impair", "plane=0,loss=1.5"}, "[0, 1]"},
         {{"--impair", "plane=0,bogus=1"}, "unknown key 'bogus'"},
-        {{"--impair", "plane=0,loss"}, "not key=value"},
+        {{"--impair", "plane=0,loss"}, "loss=true: not a number"},
+        {{"--impair", "plane=0,loss=0.1,loss=0.2"}, "'loss' given twice"},
+        {{"--impair", "plane=0,dup=0.1"}, "renamed: duplicate"},
+        {{"--impair", "plane=0,jitter_us=5"}, "mrc-fabric setting"},
+        {{"--impair", "plane=0,dir=up"}, "expected ab, ba or both"},
         {{"--fail", "plane=0"}, "at_us"},
         {{"--fail", "plane=0,at_us=-5"}, "negative"},
         {{"--delay-us", "-1"}, "delay"},

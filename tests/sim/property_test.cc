@@ -89,7 +89,7 @@ SimConfig draw(uint64_t seed, bool clean_acks) {
     data.loss = r.uniform() * 0.2;  // up to 20%
     data.reorder = r.uniform() * 0.3;
     data.reorder_ns = 1000 + r.below(10'000);
-    if (r.below(2)) data.trim_kb = 1 + uint32_t(r.below(16));
+    if (r.below(2)) data.trim_bytes = (1 + r.below(16)) * 1024;
     if (r.below(4) == 0) data.burst_enter = r.uniform() * 0.02;
     c.fabric.impairments.push_back(data);
     if (r.below(3) == 0) c.fabric.lasthop_trim_kb = 4 + uint32_t(r.below(32));
@@ -110,7 +110,7 @@ SimConfig draw(uint64_t seed, bool clean_acks) {
         acks.reorder = r.uniform() * 0.2;
         c.fabric.impairments.push_back(acks);
         c.fabric.impairments[0].loss = r.uniform() * 0.05;
-        c.fabric.impairments[0].dup = r.uniform() * 0.05;
+        c.fabric.impairments[0].duplicate = r.uniform() * 0.05;
         if (c.fabric.planes > 1 && r.below(4) == 0) {  // a whole plane flaps (another stays)
             Failure f;
             f.plane = int(r.below(c.fabric.planes));
@@ -138,8 +138,9 @@ std::string describe(const SimConfig &c) {
                     std::to_string(c.qp.mtu_payload_bytes) + (c.work.write_imm ? " imm" : "");
     for (const auto &i : c.fabric.impairments)
         s += " [dir " + std::to_string(i.dir) + " loss " + std::to_string(i.loss) + " trim " +
-             std::to_string(i.trim_kb) + " dup " + std::to_string(i.dup) + " reorder " +
-             std::to_string(i.reorder) + " burst " + std::to_string(i.burst_enter) + "]";
+             std::to_string(i.trim_bytes) + " duplicate " + std::to_string(i.duplicate) +
+             " reorder " + std::to_string(i.reorder) + " burst " + std::to_string(i.burst_enter) +
+             "]";
     for (const auto &f : c.fabric.failures)
         s += " [fail plane " + std::to_string(f.plane) + " path " + std::to_string(f.path) +
              " dir " + std::to_string(f.dir) + " at_us " + std::to_string(f.at_ns / 1000) +

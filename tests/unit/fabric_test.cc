@@ -93,6 +93,11 @@ TEST(FabricSetting, ParsesSelectorAndParameters) {
     ASSERT_EQ(s->kv.size(), 3u);
     EXPECT_EQ(s->kv[2].first, "trim");
     EXPECT_EQ(s->kv[2].second, "true");
+    // mrc-sim's spelling of a direction means the same here.
+    auto zero = parse_setting("dir=0,loss=0.1");
+    ASSERT_TRUE(zero.ok()) << zero.error().message;
+    EXPECT_TRUE(zero->sel.a_to_b);
+    EXPECT_FALSE(zero->sel.b_to_a);
 }
 
 TEST(FabricSetting, ImpossibleValuesAreRefusedNamingTheKey) {
@@ -103,6 +108,7 @@ TEST(FabricSetting, ImpossibleValuesAreRefusedNamingTheKey) {
         {"trim=maybe", "trim=maybe"},       {"queue_bytes=10", "queue_bytes=10"},
         {"plane=0", "changes nothing"},     {"rate_gbps=1e-20", "rate_gbps=1e-20"},
         {"=3", "key is missing"},           {"loss=nan", "loss=nan"},
+        {"loss=0.1,loss=0.2", "given twice"},
     };
     for (const auto &[spec, want] : bad) {
         auto s = parse_setting(spec);
