@@ -21,7 +21,6 @@
 #include <rte_alarm.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
-#include <rte_pdump.h>
 #include <rte_telemetry.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -40,10 +39,11 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "app_dpdk.h"
 #include "common/sleep.h"
-#include "port/clock.h"
 #include "fabric/config.h"
 #include "fabric/fabric.h"
+#include "port/clock.h"
 #include "port/eal.h"
 #include "port/port.h"
 
@@ -53,20 +53,7 @@ using nlohmann::json;
 
 namespace {
 
-std::atomic<bool> g_stop{false};
-void on_signal(int) {
-    g_stop.store(true);
-}
-
-// A fatal error in set-up or at the peer: unwinds to main(), which closes
-// what was opened on the way, prints it, removes the runtime directory
-// (/var/run/dpdk/<prefix>) and exits 2.
-struct Fatal {
-    std::string message;
-};
-[[noreturn]] void die(const std::string &msg) {
-    throw Fatal{msg};
-}
+using app::die;
 
 struct Options {
     std::vector<std::string> ports;
@@ -304,8 +291,6 @@ void FabricApp::setup() {
         if (dumper_ == nullptr)
             die(fmt::format("--capture {}: {}", o_.capture, pcap_ ? pcap_geterr(pcap_) : "pcap"));
     }
-    if (rte_pdump_init() != 0)
-        std::fprintf(stderr, "mrc-fabric: pdump unavailable (dpdk-dumpcap cannot attach)\n");
 }
 
 bool FabricApp::captured(uint32_t plane, int path, Dir d) const {
@@ -544,7 +529,7 @@ int64_t FabricApp::slice() {
     const uint64_t slice_start = clock_.now_ns();
     for (;;) {
         const uint64_t now = clock_.now_ns();
-        if (g_stop.load(std::memory_order_relaxed) || now >= end_ns_) return -1;
+        if (app::stop_requested() || now >= end_ns_) return -1;
         if (now - slice_start >= kSliceNs) return 0;
         if (sched_started_ && fab_->run_schedule(now - sched_origin_ns_)) {
             std::printf("[%6.1fs] schedule: %.3f s after the %s, settings generation %llu\n",
@@ -657,14 +642,11 @@ int FabricApp::run() {
         std::printf("captured %llu frames to %s\n", (unsigned long long)captured_,
                     o_.capture.c_str());
     }
-    if (!o_.json_path.empty()) {
-        std::ofstream f(o_.json_path);
-        f << s.dump(2) << "\n";
-        if (!f) {
-            std::fprintf(stderr, "mrc-fabric: cannot write %s\n", o_.json_path.c_str());
+    if (!o_.json_path.empty())
+        if (auto r = app::write_json_file(o_.json_path, s); !r) {
+            std::fprintf(stderr, "mrc-fabric: %s\n", r.error().message.c_str());
             return 1;
         }
-    }
     return 0;
 }
 
@@ -752,17 +734,7 @@ int tel_set_cb(const char *, const char *params, rte_tel_data *d) {
     return g_app ? g_app->tel_set(params, d) : -ENODEV;
 }
 
-}  // namespace
-
-int main(int argc, char **argv) {
-    setvbuf(stdout, nullptr, _IOLBF, 0);
-    auto app = drivers::eal_init(argc, argv);
-    if (!app) {
-        std::fprintf(stderr, "mrc-fabric: %s\n", app.error().message.c_str());
-        return 2;
-    }
-    drivers::EalCleanupGuard eal_guard;
-
+int run_main(app::Args &args) {
     Options o;
     CLI::App cli{
         "mrc-fabric: an impairment fabric between DPDK port pairs (EAL arguments, then "
@@ -804,59 +776,46 @@ int main(int argc, char **argv) {
     cli.add_option("--mtu", o.mtu, "IP MTU of the ports")
         ->check(CLI::Range(576, 9600))
         ->capture_default_str();
-    std::vector<char *> args{argv[0]};
-    for (int i = *app; i < argc; ++i)
-        args.push_back(argv[i]);
-    try {
-        cli.parse(static_cast<int>(args.size()), args.data());
-    } catch (const CLI::ParseError &e) {
-        const int rc = cli.exit(e);
-        return rc == 0 ? 0 : 2;
-    }
-    int rc;
-    try {
-        if (!o.capture_paths.empty() && o.capture.empty())
-            die("--capture-path needs --capture FILE");
+    if (auto rc = app::parse_cli(cli, args)) return *rc;
+    if (!o.capture_paths.empty() && o.capture.empty()) die("--capture-path needs --capture FILE");
 
-        FabricConfig cfg;
-        if (!o.config.empty()) {
-            auto c = load_config(o.config, cfg);
-            if (!c) die(c.error().message);
-            cfg = std::move(*c);
-        }
-        if (o.paths) cfg.paths = o.paths;
-        if (cli.count("--seed")) cfg.seed = o.seed;
-        if (o.delay_slots) cfg.delay_slots = o.delay_slots;
-        if (o.mrc_port) cfg.mrc_port = o.mrc_port;
-        for (const auto &s : o.impair) {
-            auto r = parse_setting(s);
-            if (!r) die(fmt::format("--impair {}: {}", s, r.error().message));
-            cfg.settings.push_back(std::move(*r));
-        }
-        for (const auto &s : o.schedule) {
-            auto r = parse_event(s);
-            if (!r) die(fmt::format("--schedule {}: {}", s, r.error().message));
-            cfg.schedule.push_back(std::move(*r));
-        }
-        std::signal(SIGINT, on_signal);
-        std::signal(SIGTERM, on_signal);
-        {
-            FabricApp a(o, cfg);
-            a.setup();
-            const AppRegistration reg(&a);  // before `a` goes, however it goes
-            rte_telemetry_register_cmd("/fabric/stats", tel_stats_cb,
-                                       "mrc-fabric totals over every path and direction");
-            rte_telemetry_register_cmd("/fabric/path", tel_path_cb,
-                                       "One path's counters and parameters. Params: PLANE,PATH");
-            rte_telemetry_register_cmd(
-                "/fabric/set", tel_set_cb,
-                "Change parameters at run time. Params: plane=P,path=K,dir=ab,loss=0.01,...");
-            rc = a.run();
-        }
-    } catch (const Fatal &f) {
-        // The ports this run opened are closed by now (unwinding).
-        drivers::fatal_exit("mrc-fabric", f.message);
+    FabricConfig cfg;
+    if (!o.config.empty()) {
+        auto c = load_config(o.config, cfg);
+        if (!c) die(c.error().message);
+        cfg = std::move(*c);
     }
-    rte_pdump_uninit();
-    return rc;
+    if (o.paths) cfg.paths = o.paths;
+    if (cli.count("--seed")) cfg.seed = o.seed;
+    if (o.delay_slots) cfg.delay_slots = o.delay_slots;
+    if (o.mrc_port) cfg.mrc_port = o.mrc_port;
+    for (const auto &s : o.impair) {
+        auto r = parse_setting(s);
+        if (!r) die(fmt::format("--impair {}: {}", s, r.error().message));
+        cfg.settings.push_back(std::move(*r));
+    }
+    for (const auto &s : o.schedule) {
+        auto r = parse_event(s);
+        if (!r) die(fmt::format("--schedule {}: {}", s, r.error().message));
+        cfg.schedule.push_back(std::move(*r));
+    }
+    {
+        FabricApp a(o, cfg);
+        a.setup();
+        const AppRegistration reg(&a);  // before `a` goes, however it goes
+        rte_telemetry_register_cmd("/fabric/stats", tel_stats_cb,
+                                   "mrc-fabric totals over every path and direction");
+        rte_telemetry_register_cmd("/fabric/path", tel_path_cb,
+                                   "One path's counters and parameters. Params: PLANE,PATH");
+        rte_telemetry_register_cmd(
+            "/fabric/set", tel_set_cb,
+            "Change parameters at run time. Params: plane=P,path=K,dir=ab,loss=0.01,...");
+        return a.run();
+    }
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    return app::dpdk_main("mrc-fabric", argc, argv, {}, run_main);
 }

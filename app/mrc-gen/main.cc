@@ -12,7 +12,6 @@
 // a set-up failure.
 #include <fmt/format.h>
 #include <rte_eal.h>
-#include <rte_pdump.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -26,12 +25,15 @@
 #include <random>
 #include <vector>
 
+#include "app_dpdk.h"
 #include "common/sleep.h"
 #include "dpdk/dataplane.h"
 #include "gen.h"
-#include "oob.h"
+#include "json_channel.h"
 #include "pattern.h"
+#include "plane_json.h"
 #include "port/eal.h"
+#include "wire/addr.h"
 
 using namespace mrc;
 using namespace mrc::gen;
@@ -42,11 +44,6 @@ namespace {
 
 constexpr uint32_t kPd = 1;
 constexpr int kProtocolVersion = 1;
-
-std::atomic<bool> g_stop{false};
-void on_signal(int) {
-    g_stop.store(true);
-}
 
 struct Options {
     std::string role;
@@ -85,43 +82,7 @@ struct Options {
     double peer_timeout_ms = double(LivenessConfig{}.peer_timeout_ns) / 1e6;
 };
 
-// A fatal error in set-up or at the peer: unwinds to main(), which closes
-// what was opened on the way, prints it, removes the runtime directory
-// (/var/run/dpdk/<prefix>) and exits 2.
-struct Fatal {
-    std::string message;
-};
-[[noreturn]] void die(const std::string &msg) {
-    throw Fatal{msg};
-}
-
-std::optional<uint32_t> parse_ipv4(const std::string &s) {
-    unsigned a, b, c, d;
-    char tail;
-    if (std::sscanf(s.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) != 4) return std::nullopt;
-    if (a > 255 || b > 255 || c > 255 || d > 255) return std::nullopt;
-    return wire::ipv4(uint8_t(a), uint8_t(b), uint8_t(c), uint8_t(d));
-}
-std::string ip_string(uint32_t ip) {
-    return fmt::format("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
-}
-std::optional<wire::MacAddr> parse_mac(const std::string &s) {
-    wire::MacAddr mac{};
-    unsigned v[6];
-    char tail;
-    if (std::sscanf(s.c_str(), "%x:%x:%x:%x:%x:%x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-                    &tail) != 6)
-        return std::nullopt;
-    for (int i = 0; i < 6; ++i) {
-        if (v[i] > 0xff) return std::nullopt;
-        mac.b[i] = static_cast<uint8_t>(v[i]);
-    }
-    return mac;
-}
-std::string mac_string(const wire::MacAddr &m) {
-    return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m.b[0], m.b[1], m.b[2], m.b[3],
-                       m.b[4], m.b[5]);
-}
+using app::die;
 
 // One value per plane: a single value applies to every plane.
 template <typename T, typename F>
@@ -190,7 +151,7 @@ std::optional<Side> side_from(const json &j, uint32_t qps, uint8_t planes, std::
         return std::nullopt;
     }
     for (const auto &m : s.macs)
-        if (!parse_mac(m)) {
+        if (!wire::parse_mac(m)) {
             *why = "the peer sent a bad MAC address";
             return std::nullopt;
         }
@@ -207,7 +168,7 @@ class Generator {
     }
     Generator(const Generator &) = delete;
     Generator &operator=(const Generator &) = delete;
-    int run(int argc, char **argv);
+    int run();
 
   private:
     void setup_dataplane();
@@ -216,7 +177,7 @@ class Generator {
             o_.local_ip.empty()
                 ? std::vector<std::string>{role_ == Role::kClient ? "10.10.0.1" : "10.10.0.2"}
                 : o_.local_ip,
-            planes, "--local-ip", parse_ipv4);
+            planes, "--local-ip", wire::parse_ipv4);
     }
     void create_qps();
     void connect_qps(const Side &peer);
@@ -291,9 +252,6 @@ void Generator::setup_dataplane() {
         if (const auto x = dp_->port(p).xdp_info())
             std::printf("plane %u: %s\n", unsigned(p), drivers::describe(*x, o_.mrc_port).c_str());
     dp::telemetry_attach(dp_.get());
-    if (rte_pdump_init() != 0)
-        std::fprintf(stderr,
-                     "mrc-gen: warning: pdump not available (dpdk-dumpcap will not work)\n");
 }
 
 void Generator::create_qps() {
@@ -363,7 +321,7 @@ void Generator::create_qps() {
     }
     me_.ips = local_ips_;
     for (uint8_t p = 0; p < planes_; ++p)
-        me_.macs.push_back(mac_string(dp_->port(p).mac()));
+        me_.macs.push_back(wire::mac_string(dp_->port(p).mac()));
     for (uint32_t w = 0; w < nworkers; ++w)
         dp_->worker(w).set_app(apps_[w].get());
 }
@@ -379,8 +337,8 @@ void Generator::connect_qps(const Side &peer) {
         for (uint8_t p = 0; p < planes_; ++p) {
             wire::MrcAddr &a = qp.path[p];
             a.src_mac = dp_->port(p).mac();
-            a.dst_mac =
-                peer_macs_override_.empty() ? *parse_mac(peer.macs[p]) : peer_macs_override_[p];
+            a.dst_mac = peer_macs_override_.empty() ? *wire::parse_mac(peer.macs[p])
+                                                    : peer_macs_override_[p];
             a.src_ip = local_ips_[p];
             a.dst_ip = peer.ips[p];
             a.dst_port = o_.mrc_port;
@@ -511,28 +469,8 @@ json Generator::summary(double elapsed_s) {
     }
     json ports = json::array();
     for (uint8_t p = 0; p < planes_; ++p) {
-        const auto pc = dp_->port_counters(p);
-        ports.push_back(
-            {{"plane", p},
-             {"port", dp_->port(p).name()},
-             {"driver", dp_->port(p).driver()},
-             {"tx_packets", s.port_tx_pkts[p]},
-             {"rx_packets", s.port_rx_pkts[p]},
-             {"tx_data_pkts", s.planes[p].tx_data_pkts},
-             {"tx_retx_pkts", s.planes[p].tx_retx_pkts},
-             {"lost_pkts", s.planes[p].lost_pkts},
-             {"ack_timeouts", s.planes[p].ack_timeouts},
-             {"rtt_us_mean", s.planes[p].rtt_samples ? double(s.planes[p].rtt_sum_ns) /
-                                                           double(s.planes[p].rtt_samples) / 1000
-                                                     : 0.0},
-             {"device_rx_missed", pc.rx_missed},
-             {"link", ((dp_->link_up_mask() >> p) & 1) ? "up" : "down"},
-             {"cut", ((dp_->cut_mask() >> p) & 1) != 0}});
-        if (const auto x = dp_->port(p).xdp_info())
-            ports.back()["xdp"] = {{"iface", x->iface},         {"mode", x->mode},
-                                   {"prog_id", x->prog_id},     {"steered", x->steered},
-                                   {"no_socket", x->no_socket}, {"other_address", x->other_address},
-                                   {"to_kernel", x->to_kernel}};
+        ports.push_back(app::plane_json(*dp_, s, p));
+        ports.back()["cut"] = ((dp_->cut_mask() >> p) & 1) != 0;
     }
     j["ports"] = ports;
     json wc, ec, qc;
@@ -553,11 +491,12 @@ json Generator::summary(double elapsed_s) {
 }
 
 int Generator::client() {
-    auto oob_addr = parse_host_port(o_.oob, 18515);
+    auto oob_addr = app::parse_host_port(o_.oob, 18515);
     if (!oob_addr) die(oob_addr.error().message);
     create_qps();
-    auto conn = Oob::connect(oob_addr->first, oob_addr->second,
-                             static_cast<uint32_t>(o_.timeout_s * 1000), g_stop);
+    auto conn = app::JsonChannel::connect(oob_addr->first, oob_addr->second,
+                                          static_cast<uint32_t>(o_.timeout_s * 1000),
+                                          &app::stop_flag(), "mrc-gen server");
     if (!conn) die(conn.error().message);
     json hello = {{"hello",
                    {{"version", kProtocolVersion},
@@ -570,11 +509,12 @@ int Generator::client() {
                     {"mrc_port", o_.mrc_port},
                     {"side", side_json(me_)}}}};
     if (auto r = conn->send(hello); !r) die(r.error().message);
-    auto reply = conn->recv(static_cast<uint32_t>(o_.timeout_s * 1000), &g_stop);
+    auto reply = conn->recv(static_cast<uint32_t>(o_.timeout_s * 1000), &app::stop_flag());
     if (!reply) die(reply.error().message);
     if (!*reply)
-        die(g_stop.load() ? std::string("interrupted")
-                          : fmt::format("the server did not answer within {} s", o_.timeout_s));
+        die(app::stop_requested()
+                ? std::string("interrupted")
+                : fmt::format("the server did not answer within {} s", o_.timeout_s));
     const json &rj = **reply;
     if (rj.contains("error")) die("the server refused: " + rj["error"].get<std::string>());
     std::string why;
@@ -584,7 +524,8 @@ int Generator::client() {
         for (uint8_t p = 0; p < planes_; ++p)
             if (peer->ips[p] != peer_ips_override_[p])
                 die(fmt::format("--peer-ip: plane {} is {} at the server, not {}", p,
-                                ip_string(peer->ips[p]), ip_string(peer_ips_override_[p])));
+                                wire::ipv4_string(peer->ips[p]),
+                                wire::ipv4_string(peer_ips_override_[p])));
     connect_qps(*peer);
     if (auto r = dp_->start(); !r) die(r.error().message);
 
@@ -623,12 +564,12 @@ int Generator::client() {
         }
         if (!draining) {
             const bool time_up = o_.duration_s > 0 && t >= o_.duration_s;
-            if (time_up || g_stop.load() || all_failed || (o_.total_bytes && all_drained)) {
+            if (time_up || app::stop_requested() || all_failed || (o_.total_bytes && all_drained)) {
                 draining = true;
                 drain_started = t;
                 for (auto &a : apps_)
                     a->drain();
-                if (g_stop.load()) failure_ = "interrupted";
+                if (app::stop_requested()) failure_ = "interrupted";
                 if (all_failed) failure_ = "every QP failed";
             }
         }
@@ -682,16 +623,17 @@ int Generator::client() {
 }
 
 int Generator::server() {
-    auto oob_addr = parse_host_port(o_.oob, 18515);
+    auto oob_addr = app::parse_host_port(o_.oob, 18515);
     if (!oob_addr) die(oob_addr.error().message);
     std::printf("mrc-gen server: %u planes, waiting for a client on %s:%u\n", unsigned(planes_),
                 oob_addr->first.c_str(), unsigned(oob_addr->second));
     std::fflush(stdout);
-    auto conn = Oob::accept(oob_addr->first, oob_addr->second,
-                            static_cast<uint32_t>(o_.timeout_s * 1000), g_stop);
+    auto conn =
+        app::JsonChannel::accept(oob_addr->first, oob_addr->second,
+                                 static_cast<uint32_t>(o_.timeout_s * 1000), &app::stop_flag());
     if (!conn) die(conn.error().message);
-    auto hello_msg = conn->recv(static_cast<uint32_t>(o_.timeout_s * 1000), &g_stop);
-    if (g_stop.load()) die("interrupted");
+    auto hello_msg = conn->recv(static_cast<uint32_t>(o_.timeout_s * 1000), &app::stop_flag());
+    if (app::stop_requested()) die("interrupted");
     if (!hello_msg || !*hello_msg || !(*hello_msg)->contains("hello"))
         die("the client did not introduce itself");
     const json h = (**hello_msg)["hello"];
@@ -763,7 +705,7 @@ int Generator::server() {
             done = (**msg)["done"];
             break;
         }
-        if (g_stop.load()) {
+        if (app::stop_requested()) {
             failure_ = "interrupted";
             break;
         }
@@ -860,20 +802,16 @@ int Generator::finish() {
         std::printf("note: asked for %.2f Gb/s, the ports carried %.2f Gb/s\n", o_.rate_gbps,
                     j["goodput_gbps"].get<double>());
     std::fflush(stdout);
-    if (!o_.json_path.empty()) {
-        std::ofstream f(o_.json_path);
-        f << j.dump(2) << "\n";
-        if (!f) std::fprintf(stderr, "mrc-gen: cannot write %s\n", o_.json_path.c_str());
-    }
+    if (!o_.json_path.empty())
+        if (auto r = app::write_json_file(o_.json_path, j); !r)
+            std::fprintf(stderr, "mrc-gen: %s\n", r.error().message.c_str());
     const bool ok = failure_.empty() && verify_errors == 0 && qp_errors == 0 &&
                     (!o_.verify || j["bytes_verified"].get<uint64_t>() > 0 ||
                      j["messages"].get<uint64_t>() == 0);
     return ok ? 0 : 1;
 }
 
-int Generator::run(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
+int Generator::run() {
     if (o_.role == "client")
         role_ = Role::kClient;
     else if (o_.role == "server")
@@ -887,10 +825,11 @@ int Generator::run(int argc, char **argv) {
     setup_dataplane();
     local_ips_ = local_ips(planes_);
     if (!o_.peer_ip.empty())
-        peer_ips_override_ = per_plane<uint32_t>(o_.peer_ip, planes_, "--peer-ip", parse_ipv4);
+        peer_ips_override_ =
+            per_plane<uint32_t>(o_.peer_ip, planes_, "--peer-ip", wire::parse_ipv4);
     if (!o_.peer_mac.empty())
         peer_macs_override_ =
-            per_plane<wire::MacAddr>(o_.peer_mac, planes_, "--peer-mac", parse_mac);
+            per_plane<wire::MacAddr>(o_.peer_mac, planes_, "--peer-mac", wire::parse_mac);
     for (const std::string &c : o_.cuts) {
         unsigned plane;
         double at;
@@ -904,17 +843,7 @@ int Generator::run(int argc, char **argv) {
     return role_ == Role::kClient ? client() : server();
 }
 
-}  // namespace
-
-int main(int argc, char **argv) {
-    setvbuf(stdout, nullptr, _IOLBF, 0);  // live lines reach a log file as they happen
-    auto app = drivers::eal_init(argc, argv);
-    if (!app) {
-        std::fprintf(stderr, "mrc-gen: %s\n", app.error().message.c_str());
-        return 2;
-    }
-    drivers::EalCleanupGuard eal_guard;
-
+int run_main(app::Args &args) {
     Options o;
     CLI::App cli{"mrc-gen: MRC load generator (EAL arguments, then --, then these)"};
     // A flag given twice: the last one counts (scripts append overrides).
@@ -1008,15 +937,7 @@ int main(int argc, char **argv) {
                    "a QP that heard nothing from its peer this long fails (0: off)")
         ->check(CLI::Range(0.0, 3.6e6))
         ->capture_default_str();
-    std::vector<char *> args{argv[0]};
-    for (int i = *app; i < argc; ++i)
-        args.push_back(argv[i]);
-    try {
-        cli.parse(static_cast<int>(args.size()), args.data());
-    } catch (const CLI::ParseError &e) {
-        const int rc = cli.exit(e);
-        return rc == 0 ? 0 : 2;
-    }
+    if (auto rc = app::parse_cli(cli, args)) return *rc;
     if (o.role == "client" && o.duration_s == 0 && o.total_bytes == 0) o.duration_s = 10;
     if (o.peer_timeout_ms > 0 && (o.keepalive_ms == 0 || o.keepalive_ms >= o.peer_timeout_ms)) {
         std::fprintf(stderr,
@@ -1027,17 +948,13 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "mrc-gen: --rate-gbps does not apply to pingpong\n");
         return 2;
     }
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
-    int rc;
-    try {
-        Generator g(o);
-        g.run(argc, argv);
-        rc = g.finish();
-    } catch (const Fatal &f) {
-        // The ports this run opened are closed by now (unwinding).
-        drivers::fatal_exit("mrc-gen", f.message);
-    }
-    rte_pdump_uninit();
-    return rc;
+    Generator g(o);
+    g.run();
+    return g.finish();
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    return app::dpdk_main("mrc-gen", argc, argv, {}, run_main);
 }

@@ -20,14 +20,18 @@
 #include <memory>
 #include <vector>
 
+#include "app_dpdk.h"
 #include "port/eal.h"
 #include "port/port.h"
 #include "port/selftest.h"
+#include "wire/addr.h"
 
 using namespace mrc;
 using namespace mrc::drivers;
 
 namespace {
+
+using app::die;
 
 nlohmann::json stats_json(const SelftestStats &s) {
     return {{"sent", s.sent},
@@ -59,28 +63,7 @@ nlohmann::json port_json(const Port &p) {
             {"link", to_string(p.link())}};
 }
 
-std::optional<wire::MacAddr> parse_mac(const std::string &s) {
-    wire::MacAddr mac{};
-    unsigned v[6];
-    if (std::sscanf(s.c_str(), "%x:%x:%x:%x:%x:%x", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6)
-        return std::nullopt;
-    for (int i = 0; i < 6; ++i) {
-        if (v[i] > 0xff) return std::nullopt;
-        mac.b[i] = static_cast<uint8_t>(v[i]);
-    }
-    return mac;
-}
-
-int fail(const std::string &msg) {
-    std::fprintf(stderr, "mrc-ports: %s\n", msg.c_str());
-    return 2;
-}
-
-int run(int argc, char **argv) {
-    auto app_index = eal_init(argc, argv);
-    if (!app_index) return fail(app_index.error().message);
-    EalCleanupGuard eal_guard;
-
+int run(app::Args &args) {
     CLI::App cli{"mrc-ports: bring up DPDK ports and check that they carry frames intact"};
     std::vector<std::string> devices;
     std::string mode = "info";
@@ -108,27 +91,21 @@ int run(int argc, char **argv) {
                    "destination MAC of every frame (default: the other port's in pair mode, "
                    "broadcast in ping mode)");
     cli.add_option("--json", json_path, "write a JSON summary to this file ('-' for stdout)");
-    try {
-        cli.parse(argc - *app_index + 1, argv + *app_index - 1);
-    } catch (const CLI::ParseError &e) {
-        return cli.exit(e) == 0 ? 0 : 2;
-    }
+    if (auto rc = app::parse_cli(cli, args)) return *rc;
     if (!peer_mac.empty()) {
-        o.dst_mac = parse_mac(peer_mac);
-        if (!o.dst_mac) return fail(fmt::format("--peer-mac '{}' is not a MAC address", peer_mac));
+        o.dst_mac = wire::parse_mac(peer_mac);
+        if (!o.dst_mac) die(fmt::format("--peer-mac '{}' is not a MAC address", peer_mac));
     }
     if (o.min_payload_bytes > o.max_payload_bytes)
-        return fail("--min-payload is larger than --max-payload");
+        die("--min-payload is larger than --max-payload");
     if (devices.empty())
         for (const auto &p : list_ports())
             devices.push_back(p.name);
-    if (devices.empty())
-        return fail("no ports: pass --vdev=<driver><n>,<args> to EAL or --port <devargs>");
+    if (devices.empty()) die("no ports: pass --vdev=<driver><n>,<args> to EAL or --port <devargs>");
     // info takes any number of ports; pair exactly two; ping and echo one.
     const size_t need = mode == "pair" ? 2 : 1;
     if (mode != "info" && devices.size() != need)
-        return fail(
-            fmt::format("--mode {} needs {} port(s), {} given", mode, need, devices.size()));
+        die(fmt::format("--mode {} needs {} port(s), {} given", mode, need, devices.size()));
 
     PoolSizing sizing;
     sizing.ports = static_cast<uint32_t>(devices.size());
@@ -136,7 +113,7 @@ int run(int argc, char **argv) {
     sizing.tx_desc = 512;
     auto pool =
         create_mbuf_pool("mrc_ports", mbufs_needed(sizing), mbuf_data_room_for_mtu(mtu), 128);
-    if (!pool) return fail(pool.error().message);
+    if (!pool) die(pool.error().message);
 
     std::vector<std::unique_ptr<Port>> ports;
     for (const auto &d : devices) {
@@ -146,7 +123,7 @@ int run(int argc, char **argv) {
         po.tx_desc = 512;
         po.mtu_bytes = mtu;
         auto p = Port::open(po, *pool);
-        if (!p) return fail(p.error().message);
+        if (!p) die(p.error().message);
         ports.push_back(std::move(p.value()));
     }
     // With --json - the JSON owns stdout; the human-readable lines go to stderr.
@@ -162,8 +139,7 @@ int run(int argc, char **argv) {
                      to_string(l).c_str());
         out["ports"].push_back(port_json(*p));
         if (mode != "info" && !l.up)
-            return fail(
-                fmt::format("port '{}': link did not come up within {} ms (is the peer running?)",
+            die(fmt::format("port '{}': link did not come up within {} ms (is the peer running?)",
                             p->name(), link_timeout_ms));
     }
     std::fflush(human);
@@ -171,7 +147,7 @@ int run(int argc, char **argv) {
     bool clean = true;
     if (mode == "pair") {
         auto r = selftest_pair(*ports[0], *ports[1], *pool, o);
-        if (!r) return fail(r.error().message);
+        if (!r) die(r.error().message);
         out["a_to_b"] = stats_json(r->a_to_b);
         out["b_to_a"] = stats_json(r->b_to_a);
         clean = r->a_to_b.clean(o.frames) && r->b_to_a.clean(o.frames);
@@ -186,7 +162,7 @@ int run(int argc, char **argv) {
     } else if (mode == "ping" || mode == "echo") {
         auto r = mode == "ping" ? selftest_ping(*ports[0], *pool, o)
                                 : selftest_echo(*ports[0], *pool, o);
-        if (!r) return fail(r.error().message);
+        if (!r) die(r.error().message);
         out["stats"] = stats_json(*r);
         clean = r->clean(o.frames);
         std::fprintf(
@@ -195,15 +171,8 @@ int run(int argc, char **argv) {
             r->bad_payload, r->foreign);
     }
     out["clean"] = clean;
-    if (!json_path.empty()) {
-        if (json_path == "-") {
-            std::cout << out.dump(2) << std::endl;
-        } else {
-            std::ofstream f(json_path);
-            f << out.dump(2) << '\n';
-            if (!f) return fail(fmt::format("cannot write --json file '{}'", json_path));
-        }
-    }
+    if (!json_path.empty())
+        if (auto r = app::write_json_file(json_path, out); !r) die(r.error().message);
     ports.clear();
     rte_mempool_free(*pool);
     return clean ? 0 : 1;
@@ -212,6 +181,5 @@ int run(int argc, char **argv) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    std::setvbuf(stdout, nullptr, _IOLBF, 0);
-    return run(argc, argv);
+    return app::dpdk_main("mrc-ports", argc, argv, {.pdump = false}, run);
 }

@@ -10,6 +10,7 @@
 #include "client/ipc.h"
 #include "daemon.h"
 #include "mrc/mrc.h"
+#include "plane_json.h"
 #include "records.h"
 #include "support.h"
 
@@ -102,7 +103,6 @@ std::string Daemon::admin_ports() {
     const dp::WorkerSnapshot s = dp_->totals();
     json ports = json::array();
     for (uint8_t p = 0; p < dp_->planes(); ++p) {
-        const auto pc = dp_->port_counters(p);
         const bool link_up = (dp_->link_up_mask() >> p) & 1;
         const bool denied = (dp_->denied_planes() >> p) & 1;
         std::string health = "up";
@@ -112,32 +112,14 @@ std::string Daemon::admin_ports() {
             health = "denied";
         else if (have && ((cs.down_mask >> p) & 1))
             health = "failed (scorer)";
-        const auto &pl = s.planes[p];
-        ports.push_back(
-            {{"plane", p},
-             {"port", dp_->port(p).name()},
-             {"driver", dp_->port(p).driver()},
-             {"ip", ip_string(cfg_.plane_ip[p])},
-             {"link", link_up ? "up" : "down"},
-             {"health", health},
-             {"denied", denied},
-             {"tx_packets", s.port_tx_pkts[p]},
-             {"rx_packets", s.port_rx_pkts[p]},
-             {"tx_data_pkts", pl.tx_data_pkts},
-             {"tx_retx_pkts", pl.tx_retx_pkts},
-             {"lost_pkts", pl.lost_pkts},
-             {"ack_timeouts", pl.ack_timeouts},
-             {"rtt_us_mean",
-              pl.rtt_samples ? double(pl.rtt_sum_ns) / double(pl.rtt_samples) / 1000 : 0.0},
-             {"evs_total", s.gauges.total[p]},
-             {"evs_assumed_bad", s.gauges.assumed_bad[p]},
-             {"evs_denied", s.gauges.denied[p]},
-             {"device_rx_missed", pc.rx_missed}});
-        if (const auto x = dp_->port(p).xdp_info())
-            ports.back()["xdp"] = {{"iface", x->iface},         {"mode", x->mode},
-                                   {"prog_id", x->prog_id},     {"steered", x->steered},
-                                   {"no_socket", x->no_socket}, {"other_address", x->other_address},
-                                   {"to_kernel", x->to_kernel}};
+        json j = app::plane_json(*dp_, s, p);
+        j["ip"] = wire::ipv4_string(cfg_.plane_ip[p]);
+        j["health"] = health;
+        j["denied"] = denied;
+        j["evs_total"] = s.gauges.total[p];
+        j["evs_assumed_bad"] = s.gauges.assumed_bad[p];
+        j["evs_denied"] = s.gauges.denied[p];
+        ports.push_back(std::move(j));
     }
     json out;
     out["ports"] = ports;
@@ -179,7 +161,7 @@ std::string Daemon::admin_qps(bool per_qp) {
                 j["service"] = r.service;
                 j["connected"] = r.connected;
                 if (r.peer_planes) {
-                    j["peer"] = ip_string(r.peer_ip[0]);
+                    j["peer"] = wire::ipv4_string(r.peer_ip[0]);
                     j["peer_qpn"] = r.peer_qpn;
                 }
             }

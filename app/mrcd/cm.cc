@@ -270,7 +270,7 @@ void Daemon::on_connect(const wire::CmFields &f, const CmFrom &from, uint64_t no
     send_answer(ans, from);
     ++ctr_.accepts;
     log(RTE_LOG_INFO, "QP {} accepted for client {} on service {} from {} QP {}", r.wire_qpn, c.id,
-        f.service, ip_string(from.ip), f.src_qpn);
+        f.service, wire::ipv4_string(from.ip), f.src_qpn);
     if (c.waiting && c.waiting->kind == Pending::kAccept && c.waiting->service == f.service)
         complete_accept(c, r);
     else
@@ -303,7 +303,7 @@ void Daemon::on_answer(const wire::CmFields &f, const CmFrom &from, uint64_t now
         connecting_.erase(it);
         c.waiting.reset();
         return reply(c, op, seq, MRC_EREFUSED,
-                     fmt::format("{} refused the connection: {}", ip_string(from.ip),
+                     fmt::format("{} refused the connection: {}", wire::ipv4_string(from.ip),
                                  wire::to_string(f.reason)));
     }
     if (f.dst_qpn != p.qpn) {
@@ -326,7 +326,7 @@ void Daemon::on_answer(const wire::CmFields &f, const CmFrom &from, uint64_t now
     r.connected_ns = now;
     ++ctr_.accepts;
     log(RTE_LOG_INFO, "QP {} of client {} connected to {} QP {} (service {})", r.wire_qpn, c.id,
-        ip_string(from.ip), f.src_qpn, service);
+        wire::ipv4_string(from.ip), f.src_qpn, service);
     reply(c, op, seq, MRC_OK, "");
 }
 
@@ -353,7 +353,7 @@ void Daemon::on_disconnect(const wire::CmFields &f, const CmFrom &from) {
     }
     q.connected = false;
     run_on(q.worker, cmd::ErrorQp{.wire_qpn = f.dst_qpn, .status = MRC_WC_PEER_DISCONNECTED});
-    log(RTE_LOG_INFO, "QP {}: the peer ({} QP {}) disconnected", f.dst_qpn, ip_string(from.ip),
+    log(RTE_LOG_INFO, "QP {}: the peer ({} QP {}) disconnected", f.dst_qpn, wire::ipv4_string(from.ip),
         f.src_qpn);
 }
 
@@ -384,7 +384,7 @@ void Daemon::connect_timeouts(uint64_t now) {
             c.waiting.reset();
             reply(c, uint16_t(ipc::Op::kConnect), seq, MRC_ETIMEDOUT,
                   fmt::format("no answer from {} (is mrcd running there, on the same MRC port?)",
-                              ip_string(ip)));
+                              wire::ipv4_string(ip)));
             continue;
         }
         if (now >= p.next_send_ns) send_connect(p);

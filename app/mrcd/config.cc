@@ -8,31 +8,14 @@
 
 namespace mrc::mrcd {
 
-std::string ip_string(uint32_t ip) {
-    return fmt::format("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
-}
-
 Result<uint32_t> parse_ip(const std::string &s) {
-    unsigned a, b, c, d;
-    char tail;
-    if (std::sscanf(s.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) != 4 || a > 255 || b > 255 ||
-        c > 255 || d > 255)
-        return Error{"'" + s + "' is not an IPv4 address"};
-    return wire::ipv4(uint8_t(a), uint8_t(b), uint8_t(c), uint8_t(d));
+    if (auto ip = wire::parse_ipv4(s)) return *ip;
+    return Error{"'" + s + "' is not an IPv4 address"};
 }
 
 Result<wire::MacAddr> parse_mac(const std::string &s) {
-    wire::MacAddr m{};
-    unsigned v[6];
-    char tail;
-    if (std::sscanf(s.c_str(), "%x:%x:%x:%x:%x:%x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-                    &tail) != 6)
-        return Error{"'" + s + "' is not a MAC address"};
-    for (int i = 0; i < 6; ++i) {
-        if (v[i] > 0xff) return Error{"'" + s + "' is not a MAC address"};
-        m.b[i] = uint8_t(v[i]);
-    }
-    return m;
+    if (auto m = wire::parse_mac(s)) return *m;
+    return Error{"'" + s + "' is not a MAC address"};
 }
 
 namespace {

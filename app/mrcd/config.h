@@ -9,6 +9,7 @@
 #include "common/result.h"
 #include "core/config.h"
 #include "dpdk/dataplane.h"
+#include "wire/addr.h"
 #include "wire/net.h"
 
 namespace mrc::mrcd {
@@ -44,7 +45,7 @@ struct DaemonConfig {
 // Parses a config file, or TOML text when `text` is not empty (tests).
 Result<DaemonConfig> load_config(const std::string &path, const std::string &text = "");
 
-std::string ip_string(uint32_t ip);
+// wire/addr.h's parsers, with the error a configuration file reports.
 Result<uint32_t> parse_ip(const std::string &s);
 Result<wire::MacAddr> parse_mac(const std::string &s);
 

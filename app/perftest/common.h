@@ -10,10 +10,15 @@
 #include <time.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <mrc/mrc.h>
+
+#include "app_tool.h"
+#include "json_channel.h"
+#include "wire/addr.h"
 
 namespace mrc::perf {
 
@@ -53,30 +58,33 @@ using Role = int (*)(const Options &, mrc_context *);
 int tool_main(int argc, char **argv, const char *name, const char *what, Options o, Role server,
               Role client);
 
-// The TCP side channel: one connection, length-prefixed JSON messages.
-class Channel {
+// The TCP side channel (app::JsonChannel) where any failure ends the run.
+class SideChannel {
   public:
-    ~Channel();
-    // Server: accept one client on port; client: connect to host:port
-    // (retrying until timeout_ms).
-    bool listen_accept(uint16_t port, int timeout_ms, std::string *err);
-    bool connect(const std::string &host, uint16_t port, int timeout_ms, std::string *err);
-    bool send(const nlohmann::json &j, std::string *err);
-    bool recv(nlohmann::json *j, int timeout_ms, std::string *err);
-    // The peer closed (or sent something) without blocking.
-    bool peer_closed();
+    // Server: one client on `port` (every address); client: host:port,
+    // retried until timeout_ms.
+    void accept(uint16_t port, int timeout_ms);
+    void connect(const std::string &host, uint16_t port, int timeout_ms);
+    void send(const nlohmann::json &j);
+    nlohmann::json recv(int timeout_ms);  // nothing in time ends the run too
+    // nullopt when nothing came within timeout_ms; an error when the peer
+    // closed the connection or sent garbage.
+    Result<std::optional<nlohmann::json>> try_recv(int timeout_ms) {
+        return ch_.recv(uint32_t(timeout_ms));
+    }
 
   private:
-    int fd_ = -1;
-    std::string buf_;  // received, not yet a whole line
+    app::JsonChannel ch_;
 };
 
+// A failed libmrc call or run ends the tool with status 1 (app::Fatal,
+// caught by tool_main).
 [[noreturn]] void die(mrc_context *ctx, const std::string &what, int rc);
 [[noreturn]] void die(const std::string &what);
-std::string ip_string(uint32_t ip);
 uint64_t now_ns();
 // Percentile p in [0, 1] of samples (ns), in microseconds.
 double percentile_us(std::vector<uint64_t> &samples, double p);
-void write_json(const std::string &path, const nlohmann::json &j);
+// Writes the results to `path` (nothing when empty); a failure ends the run.
+void write_results(const std::string &path, const nlohmann::json &j);
 
 }  // namespace mrc::perf

@@ -62,11 +62,10 @@ int server(const Options &o, mrc_context *ctx) {
     if (int rc = mrc_create_cq(ctx, cq_depth, &cq); rc) die(ctx, "create_cq", rc);
     mrc_qp_attr attr{o.tx_depth};
     if (int rc = mrc_listen(ctx, o.service, cq, &attr); rc) die(ctx, "listen", rc);
-    Channel ch;
-    std::string err;
-    if (!ch.listen_accept(o.port, o.timeout_ms, &err)) die(err);
+    SideChannel ch;
+    ch.accept(o.port, o.timeout_ms);
     json hello;
-    if (!ch.recv(&hello, o.timeout_ms, &err)) die(err);
+    hello = ch.recv(o.timeout_ms);
     const uint32_t qps = hello.value("qps", 0u), size = hello.value("size", 0u),
                    depth = hello.value("tx_depth", 0u);
     if (qps != o.qps || size != o.size || depth > o.tx_depth)
@@ -76,17 +75,17 @@ int server(const Options &o, mrc_context *ctx) {
                         qps, size, depth, o.qps, o.size, o.tx_depth));
     mrc_remote_mr rm;
     mrc_mr_remote(mr, &rm);
-    json me = {{"ip", ip_string(info.local_ip[0])},
+    json me = {{"ip", mrc::wire::ipv4_string(info.local_ip[0])},
                {"service", o.service},
                {"addr", rm.addr},
                {"rkey", rm.rkey},
                {"slot_bytes", slot_bytes},
                {"slots", o.tx_depth}};
-    if (!ch.send(me, &err)) die(err);
+    ch.send(me);
     std::vector<mrc_qp *> qp(o.qps);
     for (auto &q : qp)
         if (int rc = mrc_accept(ctx, o.service, o.timeout_ms, &q); rc) die(ctx, "accept", rc);
-    if (!ch.send(json{{"ready", true}}, &err)) die(err);
+    ch.send(json{{"ready", true}});
     // Passive: WRITEs complete only at the sender. Watch for QP errors until
     // the client reports; if the side channel breaks first, keep watching a
     // moment so a QP error that explains it is reported.
@@ -105,16 +104,18 @@ int server(const Options &o, mrc_context *ctx) {
             ::usleep(100);
             continue;
         }
-        std::string e;
         // Waits up to 1 ms for the client's report: this side only watches.
-        if (ch.recv(&res, 1, &e)) break;
-        if (e.find("in time") == std::string::npos) {
-            why = e;
+        auto msg = ch.try_recv(1);
+        if (!msg) {
+            why = msg.error().message;
             give_up_ns = now_ns() + 3'000'000'000ull;
+        } else if (*msg) {
+            res = std::move(**msg);
+            break;
         }
     }
     print_table(o, res);
-    write_json(o.json_path, res);
+    write_results(o.json_path, res);
     for (auto *q : qp)
         mrc_destroy_qp(q);
     return 0;
@@ -136,12 +137,11 @@ int client(const Options &o, mrc_context *ctx) {
     mrc_qp_attr attr{o.tx_depth};
     for (auto &q : qp)
         if (int rc = mrc_create_qp(ctx, cq, &attr, &q); rc) die(ctx, "create_qp", rc);
-    Channel ch;
-    std::string err;
-    if (!ch.connect(o.server, o.port, o.timeout_ms, &err)) die(err);
-    if (!ch.send(json{{"qps", o.qps}, {"size", o.size}, {"tx_depth", o.tx_depth}}, &err)) die(err);
+    SideChannel ch;
+    ch.connect(o.server, o.port, o.timeout_ms);
+    ch.send(json{{"qps", o.qps}, {"size", o.size}, {"tx_depth", o.tx_depth}});
     json peer;
-    if (!ch.recv(&peer, o.timeout_ms, &err)) die(err);
+    peer = ch.recv(o.timeout_ms);
     const std::string ip = peer.value("ip", "");
     const uint64_t raddr = peer.value("addr", uint64_t{0});
     const uint32_t rkey = peer.value("rkey", 0u);
@@ -149,7 +149,7 @@ int client(const Options &o, mrc_context *ctx) {
         if (int rc = mrc_connect(q, ip.c_str(), o.service, o.timeout_ms); rc)
             die(ctx, "connect", rc);
     json ready;
-    if (!ch.recv(&ready, o.timeout_ms, &err)) die(err);
+    ready = ch.recv(o.timeout_ms);
 
     // Every QP keeps tx_depth writes in flight, each into its own slot.
     std::vector<uint64_t> posted(o.qps, 0), done(o.qps, 0);
@@ -215,9 +215,9 @@ int client(const Options &o, mrc_context *ctx) {
               {"seconds", secs},
               {"bw_gbps", double(completed) * o.size * 8 / secs / 1e9},
               {"msg_rate_mpps", double(completed) / secs / 1e6}};
-    if (!ch.send(r, &err)) die(err);
+    ch.send(r);
     print_table(o, r);
-    write_json(o.json_path, r);
+    write_results(o.json_path, r);
     for (auto *q : qp)
         mrc_destroy_qp(q);
     return 0;

@@ -104,23 +104,21 @@ int server(const Options &o, mrc_context *ctx) {
     mrc_query(ctx, &info);
     Side s = setup(o, ctx);
     if (int rc = mrc_listen(ctx, o.service, s.cq, nullptr); rc) die(ctx, "listen", rc);
-    Channel ch;
-    std::string err;
-    if (!ch.listen_accept(o.port, o.timeout_ms, &err)) die(err);
+    SideChannel ch;
+    ch.accept(o.port, o.timeout_ms);
     json hello;
-    if (!ch.recv(&hello, o.timeout_ms, &err)) die(err);
+    hello = ch.recv(o.timeout_ms);
     if (hello.value("size", 0u) != o.size)
         die(fmt::format("the client sends {}-byte messages, this server was started with -s {}",
                         hello.value("size", 0u), o.size));
     mrc_remote_mr rm;
     mrc_mr_remote(s.mr, &rm);
-    if (!ch.send(json{{"ip", ip_string(info.local_ip[0])}, {"addr", rm.addr}, {"rkey", rm.rkey}},
-                 &err))
-        die(err);
+    ch.send(json{
+        {"ip", mrc::wire::ipv4_string(info.local_ip[0])}, {"addr", rm.addr}, {"rkey", rm.rkey}});
     json peer;
-    if (!ch.recv(&peer, o.timeout_ms, &err)) die(err);
+    peer = ch.recv(o.timeout_ms);
     if (int rc = mrc_accept(ctx, o.service, o.timeout_ms, &s.qp); rc) die(ctx, "accept", rc);
-    if (!ch.send(json{{"ready", true}}, &err)) die(err);
+    ch.send(json{{"ready", true}});
     const uint64_t raddr = peer.value("addr", uint64_t{0});
     const uint32_t rkey = peer.value("rkey", 0u);
     const uint64_t iters = hello.value("iters", uint64_t{0});
@@ -130,9 +128,9 @@ int server(const Options &o, mrc_context *ctx) {
         post(ctx, o, s, raddr, rkey, imm);
     }
     json res;
-    if (!ch.recv(&res, o.timeout_ms, &err)) die(err);
+    res = ch.recv(o.timeout_ms);
     print(res);
-    write_json(o.json_path, res);
+    write_results(o.json_path, res);
     mrc_destroy_qp(s.qp);
     return 0;
 }
@@ -140,21 +138,20 @@ int server(const Options &o, mrc_context *ctx) {
 int client(const Options &o, mrc_context *ctx) {
     Side s = setup(o, ctx);
     if (int rc = mrc_create_qp(ctx, s.cq, nullptr, &s.qp); rc) die(ctx, "create_qp", rc);
-    Channel ch;
-    std::string err;
-    if (!ch.connect(o.server, o.port, o.timeout_ms, &err)) die(err);
+    SideChannel ch;
+    ch.connect(o.server, o.port, o.timeout_ms);
     const uint64_t warmup = std::min<uint64_t>(100, o.iters);
-    if (!ch.send(json{{"size", o.size}, {"iters", o.iters + warmup}}, &err)) die(err);
+    ch.send(json{{"size", o.size}, {"iters", o.iters + warmup}});
     json peer;
-    if (!ch.recv(&peer, o.timeout_ms, &err)) die(err);
+    peer = ch.recv(o.timeout_ms);
     mrc_remote_mr rm;
     mrc_mr_remote(s.mr, &rm);
-    if (!ch.send(json{{"addr", rm.addr}, {"rkey", rm.rkey}}, &err)) die(err);
+    ch.send(json{{"addr", rm.addr}, {"rkey", rm.rkey}});
     const std::string ip = peer.value("ip", "");
     if (int rc = mrc_connect(s.qp, ip.c_str(), o.service, o.timeout_ms); rc)
         die(ctx, "connect", rc);
     json ready;
-    if (!ch.recv(&ready, o.timeout_ms, &err)) die(err);
+    ready = ch.recv(o.timeout_ms);
     const uint64_t raddr = peer.value("addr", uint64_t{0});
     const uint32_t rkey = peer.value("rkey", 0u);
     std::vector<uint64_t> rtt;
@@ -179,9 +176,9 @@ int client(const Options &o, mrc_context *ctx) {
                         {"p50", percentile_us(half, 0.5)},
                         {"p99", percentile_us(half, 0.99)},
                         {"p999", percentile_us(half, 0.999)}};
-    if (!ch.send(r, &err)) die(err);
+    ch.send(r);
     print(r);
-    write_json(o.json_path, r);
+    write_results(o.json_path, r);
     mrc_destroy_qp(s.qp);
     return 0;
 }

@@ -99,11 +99,11 @@ void eal_abandon() {
     std::filesystem::remove_all(runtime_dir, ec);
 }
 
-void fatal_exit(const char *program, const std::string &message) {
+void fatal_exit(const char *program, const std::string &message, int status) {
     std::fprintf(stderr, "%s: %s\n", program, message.c_str());
     std::fflush(nullptr);
     eal_abandon();
-    std::exit(2);
+    std::exit(status);
 }
 
 size_t eal_heap_free_bytes() {

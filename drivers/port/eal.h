@@ -42,9 +42,9 @@ struct EalCleanupGuard {
 void eal_abandon();
 
 // A program's fatal exit after EAL started: prints "<program>: <message>",
-// abandons EAL (above) and exits with status 2. Call it once the ports the
+// abandons EAL (above) and exits with `status`. Call it once the ports the
 // program opened are closed.
-[[noreturn]] void fatal_exit(const char *program, const std::string &message);
+[[noreturn]] void fatal_exit(const char *program, const std::string &message, int status = 2);
 
 // Bytes the EAL heap can still hand out, over all NUMA sockets.
 size_t eal_heap_free_bytes();

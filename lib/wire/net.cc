@@ -143,4 +143,13 @@ NetError parse_eth_ipv4_udp_split(const uint8_t *frame, size_t len, size_t total
     return NetError::kOk;
 }
 
+bool mark_ce(Ipv4Hdr &ip) {
+    const uint8_t ecn = ip.tos & kEcnMask;
+    if (ecn == kEcnNotEct || ecn == kEcnCe) return false;
+    ip.tos = static_cast<uint8_t>(ip.tos | kEcnCe);
+    ip.checksum.set(0);
+    ip.checksum.set(ipv4_header_checksum(ip));
+    return true;
+}
+
 }  // namespace mrc::wire

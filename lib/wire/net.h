@@ -167,6 +167,11 @@ inline uint16_t csum_fold(uint64_t sum) {
 // The IPv4 header checksum, computed as if the checksum field were zero.
 uint16_t ipv4_header_checksum(const Ipv4Hdr &ip);
 
+// What a switch does to an ECN-capable packet above its marking threshold:
+// sets CE and rewrites the header checksum. Returns false (and changes
+// nothing) when the packet is not ECN-capable or already marked.
+bool mark_ce(Ipv4Hdr &ip);
+
 // Sum of the IPv4 pseudo header for a UDP datagram of `udp_bytes` (folded, not
 // complemented): what a NIC with UDP checksum offload expects in the field.
 uint16_t ipv4_udp_pseudo_sum(const Ipv4Hdr &ip, uint16_t udp_bytes);

@@ -17,9 +17,7 @@ using wire::Opcode;
 
 void mark_ce(Frame &f) {
     auto *ip = reinterpret_cast<wire::Ipv4Hdr *>(f.bytes.data() + sizeof(wire::EthHdr));
-    ip->tos |= wire::kEcnCe;
-    ip->checksum.set(0);
-    ip->checksum.set(wire::ipv4_header_checksum(*ip));
+    ASSERT_TRUE(wire::mark_ce(*ip)) << "data is sent ECN-capable";
 }
 
 std::vector<Frame> on_plane(const std::vector<Frame> &fs, uint8_t plane) {

@@ -7,9 +7,9 @@
 
 #include "core/ev.h"
 #include "core/memory.h"
-#include "wire/psn.h"
 #include "core/ring.h"
 #include "core/timer_wheel.h"
+#include "wire/psn.h"
 
 namespace mrc {
 namespace {

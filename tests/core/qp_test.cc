@@ -523,7 +523,7 @@ TEST(Qp, EcnMarkIsEchoedAtOnceWithItsEv) {
     Frame m = d[1];
     auto *ip = reinterpret_cast<wire::Ipv4Hdr *>(m.bytes.data() + sizeof(wire::EthHdr));
     EXPECT_EQ(ip->tos & wire::kEcnMask, wire::kEcnEct0) << "data is sent ECN-capable";
-    ip->tos |= wire::kEcnCe;
+    ASSERT_TRUE(wire::mark_ce(*ip));
     h.deliver(h.b, d[0]);
     h.deliver(h.b, m);
     auto acks = h.drain(h.b);

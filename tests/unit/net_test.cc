@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "wire/addr.h"
 #include "wire/net.h"
 
 namespace mrc::wire {
@@ -193,6 +194,35 @@ TEST(Parse, PseudoHeaderSumCompletesToFullChecksum) {
     udp->checksum.set(ipv4_udp_pseudo_sum(*ip, udp->length.get()));
     const uint16_t nic = static_cast<uint16_t>(~csum_fold(csum_add(0, udp, udp->length.get())));
     EXPECT_EQ(nic == 0 ? 0xffff : nic, full);
+}
+
+}  // namespace
+}  // namespace mrc::wire
+
+namespace mrc::wire {
+namespace {
+
+TEST(AddrText, Ipv4TakesExactlyADottedQuad) {
+    EXPECT_EQ(parse_ipv4("10.0.1.2"), ipv4(10, 0, 1, 2));
+    EXPECT_EQ(parse_ipv4("255.255.255.255"), 0xffffffffu);
+    EXPECT_EQ(parse_ipv4("0.0.0.0"), 0u);
+    for (const char *bad :
+         {"", "10.0.1", "10.0.1.2.3", "10.0.1.256", "10.0.1.2x", " 10.0.1.2", "10.0.1.2 ",
+          "10..1.2", "+1.0.1.2", "10.0.1.0002", "a.b.c.d", "10.0.1."})
+        EXPECT_FALSE(parse_ipv4(bad)) << bad;
+    for (uint32_t ip : {0u, 1u, 0x0a000102u, 0xc0a80001u, 0xffffffffu})
+        EXPECT_EQ(parse_ipv4(ipv4_string(ip)), ip);
+}
+
+TEST(AddrText, MacTakesSixHexGroupsAndNothingElse) {
+    auto m = parse_mac("02:00:0a:FF:7:e");
+    ASSERT_TRUE(m);
+    EXPECT_EQ(mac_string(*m), "02:00:0a:ff:07:0e");
+    for (const char *bad : {"", "02:00:0a:ff:07", "02:00:0a:ff:07:0e:01", "02:00:0a:ff:07:0e ",
+                            "02:00:0a:ff:07:0ex", "02:00:0a:ff:07:100", "02-00-0a-ff-07-0e",
+                            "0x2:00:0a:ff:07:0e", "02:00::ff:07:0e", " 02:00:0a:ff:07:0e"})
+        EXPECT_FALSE(parse_mac(bad)) << bad;
+    EXPECT_EQ(parse_mac(mac_string(*m)), m);
 }
 
 }  // namespace
