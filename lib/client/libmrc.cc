@@ -95,8 +95,10 @@ bool is_refusal(const RepHdr &rh) {
     return rh.magic == kMagic && rh.seq == 0 && rh.status != MRC_OK;
 }
 
-// After a failed send: the daemon may have refused the connection before
-// it was used; its reason is then waiting on the socket. MRC_OK when not.
+// After a failed send or a reset: the daemon may have refused the
+// connection before it was used (and closed it with our request unread,
+// which resets it); its reason is then still waiting on the socket.
+// MRC_OK when not.
 int take_refusal(mrc_context *ctx) {
     pollfd p{ctx->fd, POLLIN, 0};
     if (::poll(&p, 1, 0) != 1 || !(p.revents & POLLIN)) return MRC_OK;
@@ -139,6 +141,10 @@ int request(mrc_context *ctx, Op op, const void *body, size_t body_len, void *re
         const ssize_t n = recv_msg(ctx->fd, in.data(), in.size(), &fd);
         if (n == 0 || n == -ECONNRESET) {
             ctx->dead = true;
+            // A reset comes before what was sent ahead of it: a refusal
+            // may still be waiting.
+            if (n < 0)
+                if (const int refused = take_refusal(ctx); refused != MRC_OK) return refused;
             return fail(ctx, MRC_EDAEMON, "the daemon closed the connection");
         }
         if (n < 0) return fail(ctx, MRC_ESYS, "receiving from the daemon: %s", std::strerror(-n));
