@@ -242,7 +242,8 @@ void Daemon::on_connect(const wire::CmFields &f, const CmFrom &from, uint64_t no
     // bounded, so remote CONNECTs cannot use up the daemon's files.
     if (l->second.ready.size() >= kMaxAcceptBacklog) return reject(wire::CmReject::kNoResources);
     Client &c = *clients_.at(l->second.client);
-    auto q = new_qp(c, l->second.cq_id, l->second.sq_depth);
+    int status = MRC_OK;
+    auto q = new_qp(c, l->second.cq_id, l->second.sq_depth, &status);
     if (!q) {
         log(RTE_LOG_WARNING, "CONNECT for service {}: {}", f.service, q.error().message);
         return reject(wire::CmReject::kNoResources);

@@ -117,7 +117,9 @@ class Daemon {
     uint32_t take_mr_key();
     cmd::RegMr reg_mr_command(uint32_t client, const MrRec &m);
     void dereg_everywhere(uint32_t key, uint32_t workers, bool force);
-    Result<QpRec *> new_qp(Client &c, uint32_t cq_id, uint32_t sq_depth);
+    // A QP of client c; when refused, *status is MRC_EINVAL (a bad CQ or
+    // depth) or MRC_ENOMEM (a limit or the worker's QP table reached).
+    Result<QpRec *> new_qp(Client &c, uint32_t cq_id, uint32_t sq_depth, int *status);
     void destroy_qp(Client &c, uint32_t qpn, bool tell_peer);
     uint32_t pd_of(uint32_t client, uint32_t service);
     Result<std::pair<int, ipc::RingHdr *>> make_ring(uint32_t entries, size_t entry_bytes,

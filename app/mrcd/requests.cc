@@ -377,12 +377,15 @@ void Daemon::do_destroy_cq(Client &c, uint32_t seq, const ipc::KeyReq &req) {
 
 // ---- QPs --------------------------------------------------------------------
 
-Result<Daemon::QpRec *> Daemon::new_qp(Client &c, uint32_t cq_id, uint32_t sq_depth) {
+Result<Daemon::QpRec *> Daemon::new_qp(Client &c, uint32_t cq_id, uint32_t sq_depth, int *status) {
+    *status = MRC_EINVAL;
     auto cq = c.cqs.find(cq_id);
     if (cq == c.cqs.end()) return Error{fmt::format("no CQ {}", cq_id)};
     if (sq_depth == 0 || sq_depth > ipc::kMaxRingEntries)
         return Error{
             fmt::format("sq_depth {} out of range (1 .. {})", sq_depth, ipc::kMaxRingEntries)};
+    // From here on the request is good and what is missing is room.
+    *status = MRC_ENOMEM;
     if (c.qps.size() >= cfg_.max_qps_per_client)
         return Error{fmt::format("at most {} QPs per application", cfg_.max_qps_per_client)};
     const uint32_t entries = round_up_pow2(sq_depth);
@@ -419,8 +422,9 @@ Result<Daemon::QpRec *> Daemon::new_qp(Client &c, uint32_t cq_id, uint32_t sq_de
 
 void Daemon::do_create_qp(Client &c, uint32_t seq, const ipc::CreateQpReq &req) {
     constexpr auto op = uint16_t(ipc::Op::kCreateQp);
-    auto q = new_qp(c, req.cq_id, req.sq_depth);
-    if (!q) return reply(c, op, seq, MRC_EINVAL, q.error().message);
+    int status = MRC_OK;
+    auto q = new_qp(c, req.cq_id, req.sq_depth, &status);
+    if (!q) return reply(c, op, seq, status, q.error().message);
     QpRec &r = **q;
     ipc::RingRep rep{r.wire_qpn, r.entries, r.map_bytes, 0, r.cq_id};
     reply(c, op, seq, MRC_OK, "", &rep, sizeof rep, r.memfd);

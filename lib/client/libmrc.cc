@@ -89,6 +89,28 @@ int sys_fail(mrc_context *ctx, const char *what) {
     return fail(ctx, MRC_ESYS, "%s: %s", what, std::strerror(errno));
 }
 
+// A reply with sequence number 0 answers no request: the daemon refused the
+// connection itself (too many applications, shutting down) and closed it.
+bool is_refusal(const RepHdr &rh) {
+    return rh.magic == kMagic && rh.seq == 0 && rh.status != MRC_OK;
+}
+
+// After a failed send or a reset: the daemon may have refused the
+// connection before it was used (and closed it with our request unread,
+// which resets it); its reason is then still waiting on the socket.
+// MRC_OK when not.
+int take_refusal(mrc_context *ctx) {
+    pollfd p{ctx->fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) != 1 || !(p.revents & POLLIN)) return MRC_OK;
+    RepHdr rh;
+    int fd = -1;
+    const ssize_t n = recv_msg(ctx->fd, &rh, sizeof rh, &fd);
+    if (fd >= 0) ::close(fd);
+    if (n != ssize_t(sizeof rh) || !is_refusal(rh)) return MRC_OK;
+    rh.message[sizeof rh.message - 1] = 0;
+    return fail(ctx, rh.status, "%s", rh.message);
+}
+
 // One request, one reply. Holds ctx->mu. `reply` gets the body; *fd_in a
 // descriptor that came with it. timeout_ms bounds the wait for the reply.
 int request(mrc_context *ctx, Op op, const void *body, size_t body_len, void *reply,
@@ -102,6 +124,8 @@ int request(mrc_context *ctx, Op op, const void *body, size_t body_len, void *re
     if (body_len) std::memcpy(msg.data() + sizeof h, body, body_len);
     if (int r = send_msg(ctx->fd, msg.data(), msg.size(), fd_out); r != 0) {
         ctx->dead = r == -EPIPE || r == -ECONNRESET || r == -ENOTCONN;
+        if (ctx->dead)
+            if (const int refused = take_refusal(ctx); refused != MRC_OK) return refused;
         return fail(ctx, ctx->dead ? MRC_EDAEMON : MRC_ESYS, "sending to the daemon: %s",
                     std::strerror(-r));
     }
@@ -117,6 +141,10 @@ int request(mrc_context *ctx, Op op, const void *body, size_t body_len, void *re
         const ssize_t n = recv_msg(ctx->fd, in.data(), in.size(), &fd);
         if (n == 0 || n == -ECONNRESET) {
             ctx->dead = true;
+            // A reset comes before what was sent ahead of it: a refusal
+            // may still be waiting.
+            if (n < 0)
+                if (const int refused = take_refusal(ctx); refused != MRC_OK) return refused;
             return fail(ctx, MRC_EDAEMON, "the daemon closed the connection");
         }
         if (n < 0) return fail(ctx, MRC_ESYS, "receiving from the daemon: %s", std::strerror(-n));
@@ -131,6 +159,12 @@ int request(mrc_context *ctx, Op op, const void *body, size_t body_len, void *re
             if (fd >= 0) ::close(fd);
             ctx->dead = true;
             return fail(ctx, MRC_EDAEMON, "malformed reply from the daemon");
+        }
+        if (is_refusal(rh)) {
+            if (fd >= 0) ::close(fd);
+            ctx->dead = true;
+            rh.message[sizeof rh.message - 1] = 0;
+            return fail(ctx, rh.status, "%s", rh.message);
         }
         if (rh.seq != ctx->seq) {  // a late answer to a request that timed out
             if (fd >= 0) ::close(fd);

@@ -24,6 +24,7 @@
 
 #include "dpdk/dataplane.h"
 #include "port/eal.h"
+#include "support/wait.h"
 
 namespace mrc::dp {
 namespace {
@@ -214,9 +215,17 @@ TEST(Dataplane, HandOffBetweenWorkersAndEveryByteArrives) {
     EXPECT_EQ(f.writer.failed.load(), 0u);
     EXPECT_EQ(f.dst, f.src) << "B's memory differs from what A wrote";
 
-    // Telemetry reads the live counters through snapshots.
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    const auto stats = nlohmann::json::parse(telemetry("/mrc/stats"), nullptr, false);
+    // Telemetry reads the live counters through snapshots: once the
+    // snapshot has caught up with the last byte, every counter is final.
+    nlohmann::json stats;
+    EXPECT_TRUE(wait_until(
+        [&] {
+            stats = nlohmann::json::parse(telemetry("/mrc/stats"), nullptr, false);
+            return stats.is_object() &&
+                   stats["/mrc/stats"].value("qp_rx_data_bytes", uint64_t{0}) == f.src.size();
+        },
+        std::chrono::seconds(10)))
+        << stats;
     ASSERT_TRUE(stats.is_object()) << telemetry("/mrc/stats");
     const auto &s = stats["/mrc/stats"];
     EXPECT_GE(s["handoff_out"].get<uint64_t>(), 64u * 43) << "B's worker 0 handed data over";
@@ -241,15 +250,16 @@ TEST(Dataplane, PortCutMidTransferCompletesOnTheOtherPlane) {
     ASSERT_TRUE(f.a && f.b);
     ASSERT_TRUE(f.a->start().ok());
     ASSERT_TRUE(f.b->start().ok());
-    while (f.writer.done.load() < 40)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(wait_until([&] { return f.writer.done.load() >= 40; }, std::chrono::seconds(60),
+                           std::chrono::milliseconds(1)))
+        << f.writer.done.load() << " done before the cut";
     ASSERT_TRUE(f.a->cut_port(1).ok());
     ASSERT_TRUE(f.wait_done(std::chrono::seconds(90)))
         << f.writer.done.load() << " of " << f.writer.messages << " done";
     EXPECT_EQ(f.writer.failed.load(), 0u);
     EXPECT_EQ(f.dst, f.src);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    EXPECT_EQ(f.a->link_up_mask(), 0x1) << "the cut port reads as down";
+    EXPECT_TRUE(wait_until([&] { return f.a->link_up_mask() == 0x1; }, std::chrono::seconds(5)))
+        << "the cut port reads as down: " << f.a->link_up_mask();
     const WorkerSnapshot t = f.a->totals();
     EXPECT_GT(t.port_tx_pkts[0], t.port_tx_pkts[1]);
     f.a->stop();

@@ -20,6 +20,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "support/ports.h"
 #include "support/subprocess.h"
 
 namespace mrc::test {
@@ -38,7 +39,7 @@ struct Net {
 
 Net make_net() {
     static int n = 0;
-    Net net{make_temp_dir("fab"), uint16_t(20000 + (getpid() * 11 + n * 17) % 20000),
+    Net net{make_temp_dir("fab"), free_tcp_port(),
             "mrc-fab-test-" + std::to_string(getpid()) + "-" + std::to_string(n)};
     ++n;
     return net;

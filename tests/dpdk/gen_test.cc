@@ -18,6 +18,7 @@
 
 #include <unistd.h>
 
+#include "support/ports.h"
 #include "support/subprocess.h"
 
 namespace mrc::test {
@@ -32,8 +33,7 @@ struct Pair {
 };
 
 Pair make_pair(uint32_t planes) {
-    static int n = 0;
-    return {make_temp_dir("gen"), uint16_t(20000 + (getpid() * 7 + n++ * 13) % 20000), planes};
+    return {make_temp_dir("gen"), free_tcp_port(), planes};
 }
 
 std::vector<std::string> gen_cmd(const Pair &p, bool server, const std::vector<std::string> &args) {

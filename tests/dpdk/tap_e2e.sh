@@ -71,29 +71,36 @@ attach() {  # iface-prefix: put each tap in its plane's bridge once its port sta
   done
 }
 
+# The side-channel ports: free in the namespace (the client's, where it
+# first tries, and the server's, joined below).
+cport=$(free_port inns)
+sport=$(free_port inns)
+while [ "$sport" = "$cport" ]; do sport=$(free_port inns); done
+
 inns "$gen" "${eal[@]}" --lcores 0@1,1@0 --file-prefix "mrc-tap-s-$$" $(taps ts) -- \
-  --role server --oob 127.0.0.1:18516 --idle sleep --json "$work/server.json" \
+  --role server --oob "127.0.0.1:$sport" --idle sleep --json "$work/server.json" \
   >"$work/server.log" 2>&1 &
 spid=$!
 attach ts 02:00:00:00:01
 inns "$gen" "${eal[@]}" --lcores 0@0,1@1 --file-prefix "mrc-tap-c-$$" $(taps tc) -- \
-  --role client --oob 127.0.0.1:18515 --idle sleep --mode write_imm --verify --qps 4 \
+  --role client --oob "127.0.0.1:$cport" --idle sleep --mode write_imm --verify --qps 4 \
   --msg-bytes 65536 --duration 5 --stats-period 1 --json "$work/client.json" >"$work/client.log" 2>&1 &
 cpid=$!
 attach tc 02:00:00:00:02
 # Traffic starts only now that all four taps are in their bridges: frames
 # sent before that are lost, and a plane that loses everything in its first
 # milliseconds can stay out of use for seconds (seen under ASan). The
-# server listens on 18516; the client has been trying 18515 since it
+# server listens on $sport; the client has been trying $cport since it
 # started; this joins the two.
-inns python3 - <<'FWD' &
-import socket, threading
+inns python3 - "$cport" "$sport" <<'FWD' &
+import socket, sys, threading
+cport, sport = int(sys.argv[1]), int(sys.argv[2])
 ls = socket.socket()
 ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-ls.bind(("127.0.0.1", 18515))
+ls.bind(("127.0.0.1", cport))
 ls.listen(1)
 a, _ = ls.accept()
-b = socket.create_connection(("127.0.0.1", 18516))
+b = socket.create_connection(("127.0.0.1", sport))
 def pipe(x, y):
     while True:
         d = x.recv(65536)

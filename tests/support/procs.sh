@@ -18,3 +18,22 @@ print_logs() {
   done
   return 0
 }
+
+# free_port [CMD...]: a TCP port the kernel just reported free (bound to port
+# 0, then closed), instead of one derived from the PID that may be taken.
+# CMD runs the probe elsewhere, e.g. "free_port ip netns exec NS".
+free_port() {
+  "$@" python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'
+}
+
+# wait_exit PID SECONDS: waits for a child of this shell to end, at most
+# SECONDS; returns its exit status, or 124 when it is still running.
+wait_exit() {
+  local pid=$1 secs=$2
+  for _ in $(seq $((secs * 10))); do
+    kill -0 "$pid" 2>/dev/null || { wait "$pid"; return $?; }
+    sleep 0.1
+  done
+  echo "process $pid still running after $secs s"
+  return 124
+}

@@ -119,20 +119,23 @@ PY
 
 # ---- 2. real traffic through the fabric ----
 eal=(--no-huge -m 512 --no-shconf --no-pci)
+oob="127.0.0.1:$(free_port)"
 "$fabric" "${eal[@]}" --file-prefix "mrc-ws-f-$$" --lcores '0@(0,1)' \
   --vdev=net_memif0,role=server,socket="$work/a0.sock" --vdev=net_memif1,role=server,socket="$work/b0.sock" -- \
   --paths 4 --capture "$work/real.pcap" --stats-period 0 --impair "loss=0.01" --impair "path=2,blackhole" \
   --impair "dir=ab,rate_gbps=0.2,queue_bytes=12000,trim" >"$work/fabric.log" 2>&1 &
 pids+=($!)
 "$gen" "${eal[@]}" --file-prefix "mrc-ws-s-$$" --lcores 0@1,1@0 \
-  --vdev=net_memif0,role=client,socket="$work/b0.sock" -- --role server --oob "127.0.0.1:$((20000 + $$ % 20000))" \
+  --vdev=net_memif0,role=client,socket="$work/b0.sock" -- --role server --oob "$oob" \
   --idle sleep --timeout 30 --stats-period 0 >"$work/server.log" 2>&1 &
 pids+=($!)
 "$gen" "${eal[@]}" --file-prefix "mrc-ws-c-$$" --lcores 0@0,1@1 \
-  --vdev=net_memif0,role=client,socket="$work/a0.sock" -- --role client --oob "127.0.0.1:$((20000 + $$ % 20000))" \
+  --vdev=net_memif0,role=client,socket="$work/a0.sock" -- --role client --oob "$oob" \
   --idle sleep --timeout 30 --stats-period 0 --mode write_imm --verify --qps 8 --msg-bytes 16384 \
   --total-bytes 8388608 >"$work/client.log" 2>&1
-sleep 0.5
+# The server ends once the client has told it the result: the traffic is
+# over, the fabric can close its capture.
+wait_exit "${pids[1]}" 30 || { echo "the server did not end cleanly after the client"; exit 1; }
 stop "${pids[0]}"
 grep -q "captured" "$work/fabric.log" || { echo "the fabric did not report its capture"; exit 1; }
 decode "$work/real.pcap" >"$work/real.txt"
