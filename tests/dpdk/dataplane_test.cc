@@ -29,6 +29,8 @@
 namespace mrc::dp {
 namespace {
 
+using test::wait_until;
+
 constexpr uint32_t kPd = 1;
 
 // The port pair of plane p: A's end "<tag>a<p>", B's end "<tag>b<p>", each
