@@ -1,0 +1,275 @@
+#include "generator.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <random>
+
+#include "pattern.h"
+#include "port/eal.h"
+
+namespace mrc::gen {
+
+using nlohmann::json;
+
+json side_json(const Side &s) {
+    return {{"qpns", s.qpns},   {"psns", s.psns}, {"addrs", s.addrs},
+            {"rkeys", s.rkeys}, {"ips", s.ips},   {"macs", s.macs}};
+}
+std::optional<Side> side_from(const json &j, uint32_t qps, uint8_t planes, std::string *why) {
+    Side s;
+    try {
+        s.qpns = j.at("qpns").get<std::vector<uint32_t>>();
+        s.psns = j.at("psns").get<std::vector<uint32_t>>();
+        s.addrs = j.at("addrs").get<std::vector<uint64_t>>();
+        s.rkeys = j.at("rkeys").get<std::vector<uint32_t>>();
+        s.ips = j.at("ips").get<std::vector<uint32_t>>();
+        s.macs = j.at("macs").get<std::vector<std::string>>();
+    } catch (const std::exception &e) {
+        *why = std::string("malformed peer description: ") + e.what();
+        return std::nullopt;
+    }
+    if (s.qpns.size() != qps || s.psns.size() != qps || s.addrs.size() != qps ||
+        s.rkeys.size() != qps) {
+        *why = fmt::format("the peer describes {} QPs, this end has {}", s.qpns.size(), qps);
+        return std::nullopt;
+    }
+    if (s.ips.size() != planes || s.macs.size() != planes) {
+        *why = fmt::format("the peer has {} planes, this end has {}", s.ips.size(), planes);
+        return std::nullopt;
+    }
+    for (const auto &m : s.macs)
+        if (!wire::parse_mac(m)) {
+            *why = "the peer sent a bad MAC address";
+            return std::nullopt;
+        }
+    return s;
+}
+
+void Generator::setup_dataplane() {
+    dp::DataplaneConfig dc;
+    dc.ports = o_.ports;
+    if (dc.ports.empty())
+        for (const auto &p : drivers::list_ports())
+            dc.ports.push_back(p.name);
+    if (dc.ports.empty())
+        die("no ports: give --port DEV (one per plane) or --vdev to EAL, e.g. "
+            "--vdev=net_memif0,role=server,socket=/tmp/m0.sock");
+    dc.mtu_bytes = o_.mtu;
+    dc.mrc_port = o_.mrc_port;
+    dc.plane_ipv4 = local_ips(static_cast<uint8_t>(dc.ports.size()));
+    dc.udp_checksum = !o_.no_udp_cksum;
+    dc.zero_copy_tx = o_.zero_copy;
+    dc.idle = o_.idle == "sleep"   ? dp::IdleMode::kSleep
+              : o_.idle == "yield" ? dp::IdleMode::kYield
+                                   : dp::IdleMode::kBusy;
+    dc.link_wait_ms = static_cast<uint32_t>(o_.link_wait_s * 1000);
+    // The server learns the QP count from the client: room for --max-qps.
+    dc.max_qps_per_worker = role_ == Role::kServer ? o_.max_qps : std::max<uint32_t>(o_.qps, 1);
+    dc.name = "gen";
+    dc.scorer.period_ns = static_cast<uint64_t>(o_.control_us * 1000);
+    auto d = dp::Dataplane::create(dc);
+    if (!d) die(d.error().message);
+    dp_ = std::move(*d);
+    planes_ = dp_->planes();
+    for (uint8_t p = 0; p < planes_; ++p)
+        if (const auto x = dp_->port(p).xdp_info())
+            std::printf("plane %u: %s\n", unsigned(p), drivers::describe(*x, o_.mrc_port).c_str());
+    dp::telemetry_attach(dp_.get());
+}
+
+void Generator::create_qps() {
+    // QP config: the payload that fits the MTU, EVs spread over the planes.
+    qcfg_.mtu_payload_bytes = dp_->max_payload_bytes();
+    qcfg_.max_send_wr = std::max<uint32_t>(64, 2 * o_.depth);
+    qcfg_.ev.evs = o_.evs_per_plane * planes_;
+    qcfg_.ev.min_active = std::min<uint32_t>(qcfg_.ev.min_active, qcfg_.ev.evs);
+    qcfg_.ev.seed = static_cast<uint64_t>(::getpid());
+    qcfg_.cc.algo = o_.cc == "fixed" ? CcAlgo::kFixed : CcAlgo::kNscc;
+    qcfg_.cc.nscc.line_rate_gbps = o_.line_gbps;
+    qcfg_.cc.nscc.base_rtt_ns = 20'000;
+    // A software path on shared CPUs has millisecond scheduling hiccups:
+    // before the first RTT sample the timeout is 4 ms; after that it follows
+    // the RTT, never below --rto-min-us. Losses are found from acks long
+    // before it (docs/loss-recovery.md).
+    qcfg_.retry.adaptive = o_.rto == "adaptive";
+    qcfg_.retry.timeout_exp = static_cast<uint8_t>(o_.timeout_exp);
+    qcfg_.retry.min_rto_ns = static_cast<uint64_t>(o_.rto_min_us * 1000);
+    qcfg_.retry.limit = 15;
+    qcfg_.liveness.keepalive_ns = static_cast<uint64_t>(o_.keepalive_ms * 1e6);
+    qcfg_.liveness.peer_timeout_ns = static_cast<uint64_t>(o_.peer_timeout_ms * 1e6);
+
+    const uint32_t nworkers = dp_->workers();
+    GenConfig gc;
+    gc.role = role_;
+    gc.mode = mode_;
+    gc.msg_bytes = o_.msg_bytes;
+    gc.depth = mode_ == Mode::kPingpong ? 1 : o_.depth;
+    gc.slots = slots_;
+    gc.verify = o_.verify;
+    gc.byte_budget = o_.total_bytes ? (o_.total_bytes + nworkers - 1) / nworkers : 0;
+    gc.rate_gbps = o_.rate_gbps / nworkers;
+    for (uint32_t w = 0; w < nworkers; ++w)
+        apps_.push_back(std::make_unique<GenApp>(gc));
+
+    std::mt19937 rng(static_cast<uint32_t>(::getpid()) ^ static_cast<uint32_t>(time(nullptr)));
+    // Client regions: message sources, and pingpong replies in a second half.
+    const uint64_t bytes = uint64_t{slots_} * o_.msg_bytes *
+                           (role_ == Role::kClient && mode_ == Mode::kPingpong ? 2 : 1);
+    for (uint32_t i = 0; i < o_.qps; ++i) {
+        dp::Worker &w = dp_->worker(i % nworkers);
+        Endpoint &ep = w.endpoint();
+        auto q = ep.create_qp(qcfg_);
+        if (!q) die(q.error().message);
+        if (auto r = (*q)->to_init(kPd); !r) die(r.error().message);
+        auto *mem = static_cast<uint8_t *>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096));
+        if (mem == nullptr) die(fmt::format("cannot allocate {} bytes for QP {}", bytes, i));
+        regions_.push_back(mem);
+        region_bytes_.push_back(bytes);
+        // Without --verify the sources carry one pattern from the start.
+        pattern_fill(mem, static_cast<uint32_t>(bytes), i, 0);
+        auto rkey = ep.mrs().register_region(mem, bytes, kAccessRemoteWrite, kPd);
+        if (!rkey) die(rkey.error().message);
+        GenQp g;
+        g.qp = *q;
+        g.index = i;
+        g.local = mem;
+        g.local_rkey = *rkey;
+        apps_[i % nworkers]->add_qp(std::move(g));
+        me_.qpns.push_back(ep.wire_qpn(**q));
+        me_.psns.push_back(rng() & 0xffffff);
+        // Where the peer writes: the server's slots, or the client's reply half.
+        me_.addrs.push_back(reinterpret_cast<uint64_t>(mem) +
+                            (role_ == Role::kClient ? uint64_t{slots_} * o_.msg_bytes : 0));
+        me_.rkeys.push_back(*rkey);
+    }
+    me_.ips = local_ips_;
+    for (uint8_t p = 0; p < planes_; ++p)
+        me_.macs.push_back(wire::mac_string(dp_->port(p).mac()));
+    for (uint32_t w = 0; w < nworkers; ++w)
+        dp_->worker(w).set_app(apps_[w].get());
+}
+
+void Generator::connect_qps(const Side &peer) {
+    const uint32_t nworkers = dp_->workers();
+    for (uint32_t i = 0; i < o_.qps; ++i) {
+        GenApp &app = *apps_[i % nworkers];
+        GenQp &g = app.qps()[i / nworkers];
+        QpPeer qp;
+        qp.dst_qpn = peer.qpns[i];
+        qp.planes = planes_;
+        for (uint8_t p = 0; p < planes_; ++p) {
+            wire::MrcAddr &a = qp.path[p];
+            a.src_mac = dp_->port(p).mac();
+            a.dst_mac = peer_macs_override_.empty() ? *wire::parse_mac(peer.macs[p])
+                                                    : peer_macs_override_[p];
+            a.src_ip = local_ips_[p];
+            a.dst_ip = peer.ips[p];
+            a.dst_port = o_.mrc_port;
+        }
+        if (auto r = g.qp->to_rtr(qp, Psn(peer.psns[i])); !r) die(r.error().message);
+        if (auto r = g.qp->to_rts(Psn(me_.psns[i])); !r) die(r.error().message);
+        g.remote_addr = peer.addrs[i];
+        g.remote_rkey = peer.rkeys[i];
+    }
+}
+
+std::vector<uint32_t> Generator::local_ips(uint8_t planes) const {
+    return per_plane<uint32_t>(
+        o_.local_ip.empty()
+            ? std::vector<std::string>{role_ == Role::kClient ? "10.10.0.1" : "10.10.0.2"}
+            : o_.local_ip,
+        planes, "--local-ip", wire::parse_ipv4);
+}
+
+bool Generator::any_link_up() const {
+    for (uint8_t p = 0; p < planes_; ++p)
+        if (dp_->port(p).link().up) return true;
+    return false;
+}
+
+uint64_t Generator::verify_write_slots(const json &slots, uint64_t *verified_bytes) {
+    // The client's last completed message in each slot: what must be there.
+    uint64_t errors = 0;
+    *verified_bytes = 0;
+    if (!slots.is_array() || slots.size() != o_.qps) return o_.qps;
+    for (uint32_t i = 0; i < o_.qps; ++i) {
+        const json &per = slots[i];
+        if (!per.is_array() || per.size() != slots_) {
+            ++errors;
+            continue;
+        }
+        for (uint32_t s = 0; s < slots_; ++s) {
+            if (!per[s].is_number_integer()) {
+                ++errors;
+                continue;
+            }
+            const int64_t seq = per[s].get<int64_t>();
+            if (seq < 0) continue;
+            const uint8_t *at = regions_[i] + uint64_t{s} * o_.msg_bytes;
+            if (pattern_check(at, o_.msg_bytes, i, static_cast<uint32_t>(seq)) != 0)
+                ++errors;
+            else
+                *verified_bytes += o_.msg_bytes;
+        }
+    }
+    return errors;
+}
+
+double Generator::elapsed_s() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+}
+
+void Generator::tick(double t) {
+    for (Cut &c : cuts_)
+        if (!c.done && t >= c.at_s) {
+            c.done = true;
+            std::printf("[%6.1fs] cutting plane %u (port %s)\n", t, unsigned(c.plane),
+                        dp_->port(c.plane).name().c_str());
+            if (auto r = dp_->cut_port(c.plane); !r)
+                std::fprintf(stderr, "mrc-gen: %s\n", r.error().message.c_str());
+        }
+    if (o_.stats_period_s > 0 && t >= next_stats_s_) {
+        std::printf("%s\n", stats_line(t).c_str());
+        next_stats_s_ += o_.stats_period_s;
+    }
+}
+
+void Generator::run() {
+    if (o_.role == "client")
+        role_ = Role::kClient;
+    else if (o_.role == "server")
+        role_ = Role::kServer;
+    else
+        die("--role must be server or client");
+    mode_ = o_.mode == "write_imm"  ? Mode::kWriteImm
+            : o_.mode == "pingpong" ? Mode::kPingpong
+                                    : Mode::kWrite;
+    slots_ = 2 * std::max<uint32_t>(o_.depth, 1);
+    setup_dataplane();
+    local_ips_ = local_ips(planes_);
+    if (!o_.peer_ip.empty())
+        peer_ips_override_ =
+            per_plane<uint32_t>(o_.peer_ip, planes_, "--peer-ip", wire::parse_ipv4);
+    if (!o_.peer_mac.empty())
+        peer_macs_override_ =
+            per_plane<wire::MacAddr>(o_.peer_mac, planes_, "--peer-mac", wire::parse_mac);
+    for (const std::string &c : o_.cuts) {
+        unsigned plane;
+        double at;
+        char tail;
+        if (std::sscanf(c.c_str(), "%u@%lf%c", &plane, &at, &tail) != 2 || at < 0)
+            die(fmt::format("--cut-port '{}': expected PLANE@SECONDS", c));
+        if (plane >= planes_)
+            die(fmt::format("--cut-port: no plane {} ({} planes)", plane, planes_));
+        cuts_.push_back({static_cast<uint8_t>(plane), at});
+    }
+    if (role_ == Role::kClient)
+        client();
+    else
+        server();
+}
+
+}  // namespace mrc::gen
