@@ -315,7 +315,7 @@ int main(int argc, char **argv) {
     c.qp.loss.tlp = !no_tlp;
     c.qp.liveness.keepalive_ns = uint64_t(keepalive_ms * 1e6);
     c.qp.liveness.peer_timeout_ns = uint64_t(peer_timeout_ms * 1e6);
-    if (auto e = sim::validate(c); !e.empty()) return usage(e);
+    if (auto r = sim::validate(c); !r) return usage(r.error().message);
     // What a QP would refuse, refused here with the same words.
     {
         EndpointConfig ec;
@@ -369,6 +369,7 @@ int main(int argc, char **argv) {
             {"max_lasthop_queue_bytes", r.max_lasthop_queue_bytes},
             {"ev_states", ev_counts_json(r.ev_states)},
         };
+        if (!r.setup_error.empty()) j["setup_error"] = r.setup_error;
         nlohmann::json planes = nlohmann::json::array();
         for (const auto &p : r.planes) {
             nlohmann::json pj = counters_json(p.counters, kPlaneCounterInfo);

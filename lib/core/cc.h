@@ -52,9 +52,9 @@ class CongestionControl {
     virtual uint8_t on_loss(uint64_t /*now_ns*/, uint32_t /*bytes*/) { return kCcNone; }
 };
 
-// Why `cfg` cannot work with packets of `mtu_bytes` over `planes` planes,
-// or empty when it can.
-std::string check_cc(const CcConfig &cfg, uint32_t mtu_bytes, uint32_t planes);
+// Whether `cfg` can work with packets of `mtu_bytes` over `planes` planes;
+// the error says why not.
+Result<void> check_cc(const CcConfig &cfg, uint32_t mtu_bytes, uint32_t planes);
 // The instance for one plane of `planes`: it gets 1/planes of the line
 // rate (NSCC) or of the fixed window.
 std::unique_ptr<CongestionControl> make_cc(const CcConfig &cfg, uint32_t mtu_bytes,

@@ -28,8 +28,8 @@ Result<Qp *> Endpoint::create_qp(const QpConfig &cfg) {
                      ", backup_per_plane " + std::to_string(cfg.ev.backup_per_plane) +
                      ", min_active " + std::to_string(cfg.ev.min_active) + ", planes " +
                      std::to_string(cfg_.planes) + ")"};
-    if (const std::string e = check_cc(cfg.cc, cfg.mtu_payload_bytes, cfg_.planes); !e.empty())
-        return Error{"QP config: " + e};
+    if (auto r = check_cc(cfg.cc, cfg.mtu_payload_bytes, cfg_.planes); !r)
+        return Error{"QP config: " + r.error().message};
     if (cfg.mtu_payload_bytes == 0 || cfg.mtu_payload_bytes > 9000)
         return Error{"QP config: mtu_payload_bytes must be in [1, 9000]"};
     if (cfg.mpr_units == 0 || cfg.mpr_units > 256)

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "core/endpoint.h"
 
@@ -19,6 +20,9 @@ struct LoopbackPair {
     std::unique_ptr<Endpoint> a, b;
     Qp *qa = nullptr;
     Qp *qb = nullptr;
+    // Empty when both QPs reached RTS; else the first transition refused
+    // (a configuration the core does not take).
+    std::string setup_error;
 
     // a sends from a_start, b from b_start; each expects the other's.
     explicit LoopbackPair(const QpConfig &cfg = {}, uint8_t planes = 2, Psn a_start = Psn(0),
@@ -32,8 +36,8 @@ struct LoopbackPair {
         b = std::make_unique<Endpoint>(ec);
         qa = a->create_qp(cfg).value();
         qb = b->create_qp(cfg).value();
-        (void)qa->to_init(kPd);
-        (void)qb->to_init(kPd);
+        note(qa->to_init(kPd));
+        note(qb->to_init(kPd));
         QpPeer pa, pb;
         pa.dst_qpn = b->wire_qpn(*qb);
         pb.dst_qpn = a->wire_qpn(*qa);
@@ -42,10 +46,15 @@ struct LoopbackPair {
             pa.path[p].src_ip = pb.path[p].dst_ip = a_ip(p);
             pa.path[p].dst_ip = pb.path[p].src_ip = b_ip(p);
         }
-        (void)qa->to_rtr(pa, b_start);
-        (void)qb->to_rtr(pb, a_start);
-        (void)qa->to_rts(a_start);
-        (void)qb->to_rts(b_start);
+        note(qa->to_rtr(pa, b_start));
+        note(qb->to_rtr(pb, a_start));
+        note(qa->to_rts(a_start));
+        note(qb->to_rts(b_start));
+    }
+
+  private:
+    void note(const Result<void> &r) {
+        if (!r && setup_error.empty()) setup_error = r.error().message;
     }
 };
 

@@ -96,8 +96,8 @@ Result<void> Qp::to_rtr(const QpPeer &peer, Psn expected_psn) {
         return Error{"to_rtr: bad destination QPN"};
     if (const char *e = EvSet::check(cfg_.ev, peer.planes))
         return Error{std::string("to_rtr: ") + e};
-    if (const std::string e = check_cc(cfg_.cc, cfg_.mtu_payload_bytes, peer.planes); !e.empty())
-        return Error{"to_rtr: " + e};
+    if (auto r = check_cc(cfg_.cc, cfg_.mtu_payload_bytes, peer.planes); !r)
+        return Error{"to_rtr: " + r.error().message};
     for (uint8_t p = 0; p < kMaxPlanes; ++p) {
         cc_[p] = p < peer.planes ? make_cc(cfg_.cc, cfg_.mtu_payload_bytes, peer.planes) : nullptr;
         cwnd_[p] = cc_[p] ? cc_[p]->window_bytes() : 0;

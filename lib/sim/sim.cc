@@ -150,6 +150,9 @@ class Simulator {
     void last_hop_arrive(uint32_t pi, uint64_t t_ps);
     bool admit(Pkt &p, uint64_t backlog, uint64_t trim_bytes, bool last_hop);
     void mark_ce(Pkt &p);
+    void note_setup(const Result<void> &r) {
+        if (!r && r_.setup_error.empty()) r_.setup_error = r.error().message;
+    }
     void score(uint64_t t_ps);
     void link_event(uint32_t fi, uint64_t t_ps);
     void sample(uint64_t t_ps);
@@ -285,8 +288,8 @@ void Simulator::setup() {
         q.start_ps = q.victim ? w.victim_start_ns * 1000 : 0;
         q.a = ep_[q.sender]->create_qp(qc).value();
         q.b = ep_[receiver_]->create_qp(qc).value();
-        (void)q.a->to_init(1);
-        (void)q.b->to_init(1);
+        note_setup(q.a->to_init(1));
+        note_setup(q.b->to_init(1));
         QpPeer pa, pb;
         pa.dst_qpn = q.b->qpn();
         pb.dst_qpn = q.a->qpn();
@@ -308,10 +311,10 @@ void Simulator::setup() {
         const Psn start_a(
             static_cast<uint32_t>(rng_.next()));  // random start PSNs: wrap gets exercised
         const Psn start_b(static_cast<uint32_t>(rng_.next()));
-        (void)q.a->to_rtr(pa, start_b);
-        (void)q.b->to_rtr(pb, start_a);
-        (void)q.a->to_rts(start_a);
-        (void)q.b->to_rts(start_b);
+        note_setup(q.a->to_rtr(pa, start_b));
+        note_setup(q.b->to_rtr(pb, start_a));
+        note_setup(q.a->to_rts(start_a));
+        note_setup(q.b->to_rts(start_b));
         // The region, with a guard on each side that nothing may write.
         dst_bufs_[i].assign(msg * cfg_.work.depth + 2 * kGuardBytes, kGuardByte);
         std::fill(dst_bufs_[i].begin() + kGuardBytes, dst_bufs_[i].end() - kGuardBytes, 0);
@@ -876,67 +879,12 @@ SimResult Simulator::run() {
     r_.verified = r_.verify_errors == 0 && r_.delivered_bytes == r_.expected_bytes &&
                   r_.qp_errors == 0 && r_.duplicate_deliveries == 0 && r_.completions_in_order &&
                   r_.imm_delivered == imm_expected && !r_.timed_out &&
-                  r_.final_slot_mismatches == 0 && r_.guard_bytes_changed == 0;
+                  r_.final_slot_mismatches == 0 && r_.guard_bytes_changed == 0 &&
+                  r_.setup_error.empty();
     return r_;
 }
 
 }  // namespace
-
-std::string validate(const SimConfig &c) {
-    const FabricConfig &f = c.fabric;
-    if (f.planes < 1 || f.planes > kMaxPlanes) return "planes must be in [1, 8]";
-    if (f.paths_per_plane < 1 || f.paths_per_plane > 4096)
-        return "paths-per-plane must be in [1, 4096]";
-    if (!(f.link_gbps > 0) || f.link_gbps > 10000) return "link-gbps must be in (0, 10000]";
-    if (f.path_gbps < 0) return "path-gbps must not be negative";
-    if (c.work.qps < 1 || c.work.qps > 4096) return "qps must be in [1, 4096]";
-    if (c.work.senders < 1 || c.work.senders > c.work.qps) return "senders must be in [1, qps]";
-    if (c.work.msg_bytes < 1 || c.work.msg_bytes > (1ull << 30))
-        return "msg-bytes must be in [1, 2^30]";
-    if (c.work.total_bytes < c.work.msg_bytes * c.work.qps)
-        return "total-bytes must be at least msg-bytes * qps";
-    if (c.work.depth < 1 || c.work.depth > 4096) return "depth must be in [1, 4096]";
-    if (c.work.msg_bytes * c.work.depth * c.work.qps > (8ull << 30))
-        return "msg-bytes * depth * qps exceeds 8 GiB of receive buffers";
-    if (c.qp.mtu_payload_bytes < 1 || c.qp.mtu_payload_bytes > 9000)
-        return "mtu must be in [1, 9000]";
-    if (!(f.loss >= 0 && f.loss <= 1)) return "loss must be in [0, 1]";
-    for (const auto &im : f.impairments) {
-        if (im.plane >= int(f.planes))
-            return "impairment names plane " + std::to_string(im.plane) + " that does not exist";
-        if (im.path >= int(f.paths_per_plane))
-            return "impairment names path " + std::to_string(im.path) + " that does not exist";
-        for (double p : {im.loss, im.duplicate, im.reorder, im.burst_enter, im.burst_exit})
-            if (!(p >= 0 && p <= 1)) return "impairment probabilities must be in [0, 1]";
-    }
-    for (const auto &fl : f.failures) {
-        if (fl.plane < 0 || fl.plane >= int(f.planes))
-            return "failure names plane " + std::to_string(fl.plane) + " that does not exist";
-        if (fl.path >= int(f.paths_per_plane))
-            return "failure names path " + std::to_string(fl.path) + " that does not exist";
-        if (fl.period_ns && (fl.for_ns == 0 || fl.for_ns >= fl.period_ns))
-            return "a flapping failure needs 0 < for_us < period_us";
-        if (fl.link < -1 || fl.link > 1) return "failure link must be 0 (senders) or 1 (receiver)";
-        if (fl.link >= 0 && fl.path >= 0) return "a link failure takes a whole plane: no path";
-    }
-    for (const auto &pl : f.plane_limits) {
-        if (pl.plane < 0 || pl.plane >= int(f.planes))
-            return "plane limit names plane " + std::to_string(pl.plane) + " that does not exist";
-        if (pl.dir < 0 || pl.dir > 1) return "plane limit dir must be 0 or 1";
-        if (!(pl.gbps > 0)) return "plane limit gbps must be positive";
-    }
-    for (size_t i = 0; i < f.plane_limits.size(); ++i)
-        for (size_t j = 0; j < i; ++j)
-            if (f.plane_limits[i].plane == f.plane_limits[j].plane &&
-                f.plane_limits[i].dir == f.plane_limits[j].dir)
-                return "two plane limits for plane " + std::to_string(f.plane_limits[i].plane);
-    if (c.work.victims > 64) return "victims must be at most 64";
-    if (c.work.victims && c.work.victim_bytes < c.work.msg_bytes)
-        return "victim-bytes must be at least msg-bytes";
-    if (c.run_scorer && c.scorer.period_ns == 0) return "the scorer period must be positive";
-    if (c.series_ns && c.series_ns < 100) return "series buckets must be at least 100 ns";
-    return {};
-}
 
 SimResult run(const SimConfig &cfg) {
     Simulator s(cfg);

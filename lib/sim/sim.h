@@ -187,6 +187,7 @@ struct SimResult {
     std::vector<uint64_t> per_plane_tx_packets;  // data packets A sent on each plane
     uint64_t events = 0;
     bool timed_out = false;
+    std::string setup_error;  // a QP refused its set-up (the run did not start); empty: none
     // Every QP that errored with kRetryExceeded: how often the fabric
     // dropped a transmission of the PSN whose budget ran out, or an ack or
     // NACK it triggered (the check that the error was earned).
@@ -208,8 +209,9 @@ struct SimResult {
     std::vector<uint64_t> series_max_queue_bytes;
 };
 
-// Empty when the configuration can run; otherwise what is wrong with it.
-std::string validate(const SimConfig &cfg);
+// Whether the configuration can run; the error says what is wrong with it
+// (lib/sim/validate.cc).
+Result<void> validate(const SimConfig &cfg);
 SimResult run(const SimConfig &cfg);
 
 }  // namespace mrc::sim

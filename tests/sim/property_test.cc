@@ -200,7 +200,7 @@ void check_common(const SimConfig &c, const SimResult &r) {
 void run_clean_acks(uint64_t first, uint32_t n, MixFigures &m) {
     for (uint64_t s = first; s < first + n; ++s) {
         const SimConfig c = draw(s, true);
-        ASSERT_EQ(validate(c), "") << describe(c);
+        ASSERT_TRUE(validate(c)) << validate(c).error().message << describe(c);
         const SimResult r = run(c);
         check_common(c, r);
         // A QP error must be earned: the PSN that ran out of retries (or the
@@ -225,7 +225,7 @@ void run_clean_acks(uint64_t first, uint32_t n, MixFigures &m) {
 void run_everything(uint64_t first, uint32_t n, MixFigures &m) {
     for (uint64_t s = first; s < first + n; ++s) {
         const SimConfig c = draw(s, false);
-        ASSERT_EQ(validate(c), "") << describe(c);
+        ASSERT_TRUE(validate(c)) << validate(c).error().message << describe(c);
         const SimResult r = run(c);
         check_common(c, r);
         std::string causes;

@@ -66,17 +66,17 @@ TEST(SimScenario, BadConfigurationsAreNamed) {
     SimConfig c = base();
     c.fabric.impairments.push_back(Impairment{});
     c.fabric.impairments.back().plane = 9;
-    EXPECT_NE(validate(c).find("plane 9"), std::string::npos);
+    EXPECT_NE(validate(c).error().message.find("plane 9"), std::string::npos);
     c = base();
     c.fabric.impairments.push_back(Impairment{});
     c.fabric.impairments.back().loss = 1.5;
-    EXPECT_NE(validate(c), "");
+    EXPECT_FALSE(validate(c));
     c = base();
     c.fabric.failures.push_back(Failure{0, 99, 0, 0});
-    EXPECT_NE(validate(c).find("path 99"), std::string::npos);
+    EXPECT_NE(validate(c).error().message.find("path 99"), std::string::npos);
     c = base();
     c.work.total_bytes = 1;
-    EXPECT_NE(validate(c), "");
+    EXPECT_FALSE(validate(c));
 }
 
 }  // namespace
