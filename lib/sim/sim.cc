@@ -1,213 +1,7 @@
-#include "sim/sim.h"
-
-#include <algorithm>
-#include <cstring>
-#include <memory>
-#include <unordered_map>
-
-#include "common/rng.h"
-#include "core/endpoint.h"
-#include "sim/radix_heap.h"
-#include "wire/mrc.h"
+#include "sim/simulator.h"
 
 namespace mrc::sim {
-
-namespace {
-
-constexpr uint32_t kWireOverheadBytes = 24;  // preamble, inter-frame gap, FCS
-
-enum class Ev : uint8_t {
-    kPath,
-    kCore,
-    kLastHop,
-    kDeliver,
-    kHostTx,
-    kTimer,
-    kScore,
-    kLink,
-    kSample,
-    kStart
-};
-
-struct Event {
-    uint32_t arg;  // packet index or host
-    Ev kind;
-};
-
-struct Pkt {
-    uint8_t hdr[wire::kMaxHdrBytes];
-    uint16_t hdr_len = 0;
-    const uint8_t *payload = nullptr;
-    uint32_t payload_len = 0;
-    uint8_t plane = 0;
-    uint16_t src = 0;  // sending host
-    uint16_t dst = 0;  // receiving host
-    uint16_t path = 0;
-    bool data = false;
-    uint64_t extra_delay_ps = 0;
-};
-
-struct PathState {
-    uint64_t busy_until_ps = 0;
-    bool burst_bad = false;
-    Impairment imp;
-};
-
-struct QueueState {
-    uint64_t busy_until_ps = 0;
-};
-
-struct QpApp {
-    uint32_t sender = 0;  // host index of the requester
-    Qp *a = nullptr;      // requester on a sender
-    Qp *b = nullptr;      // responder on B
-    uint32_t rkey = 0;
-    uint8_t *dst = nullptr;  // B's region: depth message slots
-    const uint8_t *src = nullptr;
-    uint64_t msgs_total = 0;
-    uint64_t posted = 0;
-    uint64_t completed = 0;
-    uint64_t next_wr_expected = 0;
-    uint64_t next_msn_expected = 0;
-    uint64_t start_ps = 0;
-    uint64_t last_completion_ps = 0;
-    bool victim = false;
-    bool done = false;
-    bool errored = false;
-};
-
-// Whether failure `f` holds at t_ns, and when that next changes after t_ns
-// (UINT64_MAX: never).
-bool failure_active(const Failure &f, uint64_t t_ns) {
-    if (t_ns < f.at_ns) return false;
-    if (f.period_ns) return (t_ns - f.at_ns) % f.period_ns < f.for_ns;
-    return f.for_ns == 0 || t_ns < f.at_ns + f.for_ns;
-}
-uint64_t failure_next_change(const Failure &f, uint64_t t_ns) {
-    if (t_ns < f.at_ns) return f.at_ns;
-    if (f.period_ns) {
-        const uint64_t k = (t_ns - f.at_ns) / f.period_ns;
-        const uint64_t phase = (t_ns - f.at_ns) % f.period_ns;
-        return phase < f.for_ns ? f.at_ns + k * f.period_ns + f.for_ns
-                                : f.at_ns + (k + 1) * f.period_ns;
-    }
-    if (f.for_ns && t_ns < f.at_ns + f.for_ns) return f.at_ns + f.for_ns;
-    return UINT64_MAX;
-}
-
-// Reads the big-endian 24-bit QPN from a frame this simulator built.
-uint32_t frame_qpn(const uint8_t *hdr) {
-    const uint8_t *q = hdr + wire::kEthIpv4UdpBytes + offsetof(wire::BaseHdr, dst_qpn);
-    return (uint32_t{q[0]} << 16) | (uint32_t{q[1]} << 8) | q[2];
-}
-uint32_t frame_psn(const uint8_t *hdr) {
-    const uint8_t *q = hdr + wire::kEthIpv4UdpBytes + offsetof(wire::BaseHdr, psn);
-    return (uint32_t{q[0]} << 16) | (uint32_t{q[1]} << 8) | q[2];
-}
-
-class Simulator {
-  public:
-    explicit Simulator(const SimConfig &c) : cfg_(c), rng_(c.seed) {}
-    SimResult run();
-
-  private:
-    // Rates are link_gbps_ or path_gbps_, whose reciprocals are kept: no
-    // division per packet.
-    uint64_t ser_ps(uint32_t bytes, double gbps) const {
-        return static_cast<uint64_t>(double(bytes + kWireOverheadBytes) * 8000.0 * inv(gbps));
-    }
-    uint64_t backlog_bytes(uint64_t busy_until_ps, uint64_t t_ps, double gbps) const {
-        return busy_until_ps > t_ps
-                   ? static_cast<uint64_t>(double(busy_until_ps - t_ps) * gbps * (1.0 / 8000.0))
-                   : 0;
-    }
-    double inv(double gbps) const { return gbps == path_gbps_ ? inv_path_gbps_ : inv_link_gbps_; }
-    void push(uint64_t t_ps, Ev kind, uint32_t arg) { heap_.push(t_ps, Event{arg, kind}); }
-    uint32_t alloc_pkt() {
-        if (free_pkts_.empty()) {
-            pkts_.emplace_back();
-            return static_cast<uint32_t>(pkts_.size() - 1);
-        }
-        const uint32_t i = free_pkts_.back();
-        free_pkts_.pop_back();
-        return i;
-    }
-    void free_pkt(uint32_t i) { free_pkts_.push_back(i); }
-    PathState &path(int dir, uint32_t plane, uint32_t k) {
-        return paths_[(size_t(dir) * cfg_.fabric.planes + plane) * cfg_.fabric.paths_per_plane + k];
-    }
-    QueueState &last_hop(uint32_t host, uint32_t plane) {
-        return last_hop_[size_t(host) * cfg_.fabric.planes + plane];
-    }
-    bool is_receiver(uint32_t h) const { return h == receiver_; }
-
-    void setup();
-    void kick_tx(uint32_t h, uint64_t t_ps);
-    void ensure_timer(uint32_t h, uint64_t t_ps);
-    void host_tx(uint32_t h, uint64_t t_ps);
-    void through_path(uint32_t pi, uint64_t t_ps);
-    void through_core(uint32_t pi, uint64_t t_ps);
-    void last_hop_arrive(uint32_t pi, uint64_t t_ps);
-    bool admit(Pkt &p, uint64_t backlog, uint64_t trim_bytes, bool last_hop);
-    void mark_ce(Pkt &p);
-    void note_setup(const Result<void> &r) {
-        if (!r && r_.setup_error.empty()) r_.setup_error = r.error().message;
-    }
-    void score(uint64_t t_ps);
-    void link_event(uint32_t fi, uint64_t t_ps);
-    void sample(uint64_t t_ps);
-    void report();
-    bool path_down(int dir, uint32_t plane, uint32_t k, uint64_t t_ps) const;
-    void drop(const Pkt &p);
-    void deliver(uint32_t pi, uint64_t t_ps);
-    void app_qp(uint32_t qi);
-    void final_check();
-    void note_fate(const Pkt &p, uint8_t bit);
-    static constexpr uint8_t kArrived = 1, kHeldBack = 2, kDuplicated = 4;
-    static constexpr size_t kGuardBytes = 4096;
-    static constexpr uint8_t kGuardByte = 0xa5;
-    void post_more(QpApp &q);
-    bool all_done() const { return done_qps_ == apps_.size(); }
-
-    SimConfig cfg_;
-    Rng rng_;
-    uint32_t receiver_ = 1;  // host index of B; senders are 0 .. receiver_ - 1
-    std::vector<std::unique_ptr<Endpoint>> ep_;
-    std::vector<uint8_t> tx_scheduled_;
-    std::vector<uint64_t> timer_at_;  // per host: when its timer event is due (UINT64_MAX: none)
-    std::vector<std::vector<QueueState>> nic_;
-    std::vector<std::vector<uint32_t>> apps_of_host_;
-    std::vector<PathState> paths_;
-    std::vector<QueueState> last_hop_;
-    std::vector<QueueState> core_;     // per (dir, plane) with a PlaneLimit
-    std::vector<int> limit_of_;        // (dir, plane) -> index into plane_limits, or -1
-    std::vector<PathScorer> scorers_;  // per host: its control thread
-    uint64_t series_prev_bytes_ = 0;
-    uint64_t series_max_queue_ = 0;  // deepest queue in the current bucket
-    std::vector<uint64_t> series_prev_tx_;
-    RadixHeap<Event> heap_;
-    std::vector<Pkt> pkts_;
-    std::vector<uint32_t> free_pkts_;
-    std::vector<QpApp> apps_;
-    std::vector<std::vector<uint32_t>> app_of_qpn_;  // per host: QPN -> app index
-    std::vector<uint8_t> src_buf_;
-    std::vector<std::vector<uint8_t>> dst_bufs_;
-    // (app, PSN) -> how often a transmission of that PSN, or the ack or
-    // NACK it triggered, was dropped: what a retry budget is spent on.
-    std::unordered_map<uint64_t, uint32_t> drops_of_psn_;
-    std::unordered_map<uint64_t, uint8_t> fate_;  // (app, PSN) -> kArrived | kHeldBack | ...
-    size_t done_qps_ = 0;
-    double path_gbps_ = 0;
-    double inv_path_gbps_ = 0;
-    double inv_link_gbps_ = 0;
-    uint64_t now_ps_ = 0;
-    uint64_t last_completion_ps_ = 0;
-    SimResult r_;
-    SendCompletion sc_buf_[16];
-    RecvCompletion rc_buf_[16];
-    TxPacket tx_buf_[8];
-    uint8_t tx_hdr_[8][wire::kMaxHdrBytes];
-};
+namespace detail {
 
 void Simulator::setup() {
     const FabricConfig &f = cfg_.fabric;
@@ -335,9 +129,13 @@ void Simulator::setup() {
     pkts_.reserve(4096);
 }
 
+namespace {
+
 uint64_t src_offset(uint32_t qi, uint64_t m, uint64_t msg, uint64_t src_size) {
     return ((qi * 7919ull + m * 104729ull) * 61ull) % (src_size - msg + 1);
 }
+
+}  // namespace
 
 // After the run, independently of the completions: every QP's region holds
 // exactly the last message written to each of its slots, and the guards
@@ -525,184 +323,6 @@ void Simulator::host_tx(uint32_t h, uint64_t t_ps) {
     ensure_timer(h, t_ps);
 }
 
-void Simulator::drop(const Pkt &p) {
-    ++r_.packets_dropped_by_fabric;
-    // Charge the drop to the PSN whose retry budget it costs.
-    const uint32_t qpn = frame_qpn(p.hdr);
-    uint32_t psn = frame_psn(p.hdr);
-    const auto op = static_cast<wire::Opcode>(p.hdr[wire::kEthIpv4UdpBytes]);
-    if (op == wire::Opcode::kSack) {
-        const auto *s = reinterpret_cast<const wire::SackHdr *>(p.hdr + wire::kEthIpv4UdpBytes +
-                                                                sizeof(wire::BaseHdr));
-        psn = s->trigger_psn.get();
-    }
-    const uint32_t app = app_of_qpn_[p.dst][qpn];
-    if (!is_receiver(p.src) && p.data) ++r_.data_packets_dropped;
-    if (app != UINT32_MAX) ++drops_of_psn_[(uint64_t{app} << 24) | psn];
-}
-
-bool Simulator::path_down(int dir, uint32_t plane, uint32_t k, uint64_t t_ps) const {
-    for (const Failure &fl : cfg_.fabric.failures) {
-        if (uint32_t(fl.plane) != plane || (fl.path >= 0 && uint32_t(fl.path) != k)) continue;
-        if (fl.dir >= 0 && fl.dir != dir) continue;
-        if (failure_active(fl, t_ps / 1000)) return true;
-    }
-    return false;
-}
-
-// A packet enters its path's switch queue at t_ps: impairments, then the
-// queue, then propagation to the last hop.
-void Simulator::through_path(uint32_t pi, uint64_t t_ps) {
-    Pkt &p = pkts_[pi];
-    const int dir = is_receiver(p.src) ? 1 : 0;
-    const FabricConfig &f = cfg_.fabric;
-    PathState &ps = path(dir, p.plane, p.path);
-    const Impairment &im = ps.imp;
-    if (path_down(dir, p.plane, p.path, t_ps)) {
-        drop(p);
-        return free_pkt(pi);
-    }
-    if (im.burst_enter > 0) {
-        if (!ps.burst_bad && rng_.chance(im.burst_enter))
-            ps.burst_bad = true;
-        else if (ps.burst_bad && rng_.chance(im.burst_exit))
-            ps.burst_bad = false;
-        if (ps.burst_bad) {
-            drop(p);
-            return free_pkt(pi);
-        }
-    }
-    if (rng_.chance(im.loss) || rng_.chance(f.loss)) {
-        drop(p);
-        return free_pkt(pi);
-    }
-    const uint64_t backlog = backlog_bytes(ps.busy_until_ps, t_ps, path_gbps_);
-    if (!admit(p, backlog, im.trim_bytes, false)) return free_pkt(pi);
-    if (im.ecn_bytes && backlog > im.ecn_bytes) mark_ce(p);
-    const bool dup = rng_.chance(im.duplicate);
-    p.extra_delay_ps = rng_.chance(im.reorder) ? im.reorder_ns * 1000 : 0;
-    if (p.extra_delay_ps) note_fate(p, kHeldBack);
-    if (dup) note_fate(p, kDuplicated);
-    const uint64_t depart =
-        std::max(t_ps, ps.busy_until_ps) + ser_ps(p.hdr_len + p.payload_len, path_gbps_);
-    ps.busy_until_ps = depart;
-    // A plane with a PlaneLimit: its core queue next; otherwise on to the last hop.
-    const bool core = limit_of_[size_t(dir) * f.planes + p.plane] >= 0;
-    if (core)
-        push(depart, Ev::kCore, pi);
-    else
-        push(depart + f.delay_ns * 1000 + p.extra_delay_ps, Ev::kLastHop, pi);
-    if (dup) {
-        const uint32_t di = alloc_pkt();
-        pkts_[di] = pkts_[pi];
-        pkts_[di].extra_delay_ps = 0;
-        ++r_.packets_duplicated;
-        const uint64_t d2 = depart + ser_ps(pkts_[di].hdr_len + pkts_[di].payload_len, path_gbps_);
-        ps.busy_until_ps = d2;
-        if (core)
-            push(d2, Ev::kCore, di);
-        else
-            push(d2 + f.delay_ns * 1000, Ev::kLastHop, di);
-    }
-}
-
-void Simulator::mark_ce(Pkt &p) {
-    auto *ip = reinterpret_cast<wire::Ipv4Hdr *>(p.hdr + sizeof(wire::EthHdr));
-    if (wire::mark_ce(*ip)) ++r_.packets_ecn_marked;
-}
-
-// The core of a plane with a PlaneLimit: one queue at its rate for every
-// path of the plane, marking ECN above its threshold.
-void Simulator::through_core(uint32_t pi, uint64_t t_ps) {
-    Pkt &p = pkts_[pi];
-    const int dir = is_receiver(p.src) ? 1 : 0;
-    const FabricConfig &f = cfg_.fabric;
-    const PlaneLimit &lim = f.plane_limits[size_t(limit_of_[size_t(dir) * f.planes + p.plane])];
-    QueueState &q = core_[size_t(dir) * f.planes + p.plane];
-    const uint64_t backlog =
-        q.busy_until_ps > t_ps
-            ? static_cast<uint64_t>(double(q.busy_until_ps - t_ps) * lim.gbps * (1.0 / 8000.0))
-            : 0;
-    if (!admit(p, backlog, 0, false)) return free_pkt(pi);
-    if (lim.ecn_bytes && backlog > lim.ecn_bytes) mark_ce(p);
-    const uint64_t ser = static_cast<uint64_t>(
-        double(p.hdr_len + p.payload_len + kWireOverheadBytes) * 8000.0 / lim.gbps);
-    const uint64_t depart = std::max(t_ps, q.busy_until_ps) + ser;
-    q.busy_until_ps = depart;
-    push(depart + f.delay_ns * 1000 + p.extra_delay_ps, Ev::kLastHop, pi);
-}
-
-// Queue admission with `backlog` bytes queued: a data packet is trimmed
-// above trim_bytes (when set), any packet dropped above the queue limit.
-// False when dropped.
-bool Simulator::admit(Pkt &p, uint64_t backlog, uint64_t trim_bytes, bool last_hop) {
-    r_.max_queue_bytes = std::max(r_.max_queue_bytes, backlog);
-    series_max_queue_ = std::max(series_max_queue_, backlog);
-    if (last_hop) r_.max_lasthop_queue_bytes = std::max(r_.max_lasthop_queue_bytes, backlog);
-    if (p.data && trim_bytes && backlog > trim_bytes) {
-        if (wire::trim_data_headers(p.hdr, p.hdr_len, p.payload_len, last_hop)) {
-            p.payload = nullptr;
-            p.payload_len = 0;
-            p.data = false;
-            ++r_.packets_trimmed;
-        }
-        return true;
-    }
-    if (backlog > uint64_t{cfg_.fabric.queue_kb} * 1024) {
-        drop(p);
-        return false;
-    }
-    return true;
-}
-
-// The last hop: the receiving host's link, shared by every path of the plane.
-void Simulator::last_hop_arrive(uint32_t pi, uint64_t t_ps) {
-    Pkt &p = pkts_[pi];
-    const FabricConfig &f = cfg_.fabric;
-    QueueState &lq = last_hop(p.dst, p.plane);
-    const uint64_t backlog = backlog_bytes(lq.busy_until_ps, t_ps, f.link_gbps);
-    if (!admit(p, backlog, uint64_t{f.lasthop_trim_kb} * 1024, true)) return free_pkt(pi);
-    if (f.lasthop_ecn_kb && p.data && backlog > uint64_t{f.lasthop_ecn_kb} * 1024) mark_ce(p);
-    const uint64_t depart =
-        std::max(t_ps, lq.busy_until_ps) + ser_ps(p.hdr_len + p.payload_len, f.link_gbps);
-    lq.busy_until_ps = depart;
-    push(depart, Ev::kDeliver, pi);
-}
-
-// What the fabric did to a data packet's PSN, for the accounting of
-// resends: one that arrives twice must have been held back or duplicated.
-void Simulator::note_fate(const Pkt &p, uint8_t bit) {
-    if (!p.data || is_receiver(p.src)) return;
-    const uint32_t app = app_of_qpn_[p.dst][frame_qpn(p.hdr)];
-    if (app != UINT32_MAX) fate_[(uint64_t{app} << 24) | frame_psn(p.hdr)] |= bit;
-}
-
-void Simulator::deliver(uint32_t pi, uint64_t t_ps) {
-    const Pkt &p = pkts_[pi];
-    const uint32_t h = p.dst;
-    const uint32_t qpn = frame_qpn(p.hdr);
-    if (p.data && !is_receiver(p.src)) {
-        const uint32_t app = app_of_qpn_[h][qpn];
-        if (app != UINT32_MAX) {
-            uint8_t &f = fate_[(uint64_t{app} << 24) | frame_psn(p.hdr)];
-            if (f & kArrived) {
-                ++r_.data_arrived_again;
-                if (!(f & (kHeldBack | kDuplicated))) ++r_.needless_resends;
-            }
-            f |= kArrived;
-        }
-    }
-    ep_[h]->on_packet(p.hdr, p.hdr_len, p.payload, p.payload_len, p.plane, t_ps / 1000);
-    free_pkt(pi);
-    if (qpn < app_of_qpn_[h].size() && app_of_qpn_[h][qpn] != UINT32_MAX) {
-        const uint32_t app = app_of_qpn_[h][qpn];
-        app_qp(app);
-        kick_tx(apps_[app].sender, t_ps);  // a completion may have posted more
-    }
-    kick_tx(h, t_ps);
-    ensure_timer(h, t_ps);
-}
-
 void Simulator::score(uint64_t t_ps) {
     const uint64_t now_ns = t_ps / 1000;
     for (uint32_t h = 0; h < ep_.size(); ++h) {
@@ -717,20 +337,6 @@ void Simulator::score(uint64_t t_ps) {
 }
 
 // A port failure: the hosts on its side see the link go down or up.
-void Simulator::link_event(uint32_t fi, uint64_t t_ps) {
-    const Failure &fl = cfg_.fabric.failures[fi];
-    const uint64_t now_ns = t_ps / 1000;
-    const bool up = !failure_active(fl, now_ns);
-    for (uint32_t h = 0; h < ep_.size(); ++h) {
-        if ((fl.link == 1) != is_receiver(h)) continue;
-        ep_[h]->set_plane_up(static_cast<uint8_t>(fl.plane), up);
-        kick_tx(h, t_ps);
-        ensure_timer(h, t_ps);
-    }
-    const uint64_t next = failure_next_change(fl, now_ns);
-    if (next != UINT64_MAX) push(next * 1000, Ev::kLink, fi);
-}
-
 void Simulator::sample(uint64_t t_ps) {
     uint64_t placed = 0;
     for (const QpApp &q : apps_)
@@ -884,10 +490,10 @@ SimResult Simulator::run() {
     return r_;
 }
 
-}  // namespace
+}  // namespace detail
 
 SimResult run(const SimConfig &cfg) {
-    Simulator s(cfg);
+    detail::Simulator s(cfg);
     return s.run();
 }
 
