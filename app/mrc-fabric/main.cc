@@ -79,55 +79,6 @@ struct Options {
 constexpr uint16_t kBurst = 32;
 
 // What is captured: a plane, optionally a path and a direction.
-struct CaptureSel {
-    int plane = -1, path = -1;
-    bool ab = true, ba = true;
-};
-
-std::optional<CaptureSel> parse_capture_sel(const std::string &s, uint32_t planes, uint32_t paths,
-                                            std::string *why) {
-    CaptureSel c;
-    unsigned pl = 0, pa = 0;
-    char dir[8] = {};
-    int used = 0;
-    int n = std::sscanf(s.c_str(), "%u%n", &pl, &used);
-    if (n == 1 && s[size_t(used)] == ':') {
-        int more = 0;
-        n += std::sscanf(s.c_str() + used, ":%u%n", &pa, &more);
-        used += more;
-        if (n == 2 && s[size_t(used)] == ':') {
-            n += std::sscanf(s.c_str() + used, ":%2s%n", dir, &more);
-            used += more;
-        }
-    }
-    if (n < 1 || size_t(used) != s.size()) {
-        *why = "expected PLANE[:PATH[:ab|ba]]";
-        return std::nullopt;
-    }
-    if (pl >= planes) {
-        *why = fmt::format("no plane {} ({} planes)", pl, planes);
-        return std::nullopt;
-    }
-    c.plane = int(pl);
-    if (n >= 2) {
-        if (pa >= paths) {
-            *why = fmt::format("no path {} ({} paths per plane)", pa, paths);
-            return std::nullopt;
-        }
-        c.path = int(pa);
-    }
-    if (n == 3) {
-        const std::string d = dir;
-        if (d != "ab" && d != "ba") {
-            *why = "direction must be ab or ba";
-            return std::nullopt;
-        }
-        c.ab = d == "ab";
-        c.ba = d == "ba";
-    }
-    return c;
-}
-
 // What the telemetry thread reads: copied by the poll loop under try_lock,
 // so the loop never waits for a reader.
 struct Snapshot {
@@ -180,7 +131,7 @@ class FabricApp {
     // Capture.
     pcap_t *pcap_ = nullptr;
     pcap_dumper_t *dumper_ = nullptr;
-    std::vector<CaptureSel> cap_sel_;
+    std::vector<CaptureSelector> cap_sel_;
     uint64_t captured_ = 0;
     timeval wall_start_{};
     uint8_t cap_buf_[16384];  // a frame of the largest MTU (9600) and more
@@ -281,9 +232,8 @@ void FabricApp::setup() {
 
     if (!o_.capture.empty()) {
         for (const auto &s : o_.capture_paths) {
-            std::string why;
-            auto c = parse_capture_sel(s, cfg_.planes, cfg_.paths, &why);
-            if (!c) die(fmt::format("--capture-path {}: {}", s, why));
+            auto c = parse_capture_selector(s, cfg_.planes, cfg_.paths);
+            if (!c) die(fmt::format("--capture-path {}: {}", s, c.error().message));
             cap_sel_.push_back(*c);
         }
         pcap_ = pcap_open_dead_with_tstamp_precision(DLT_EN10MB, 65535, PCAP_TSTAMP_PRECISION_NANO);

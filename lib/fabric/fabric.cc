@@ -173,6 +173,42 @@ Result<Event> parse_event(std::string_view spec) {
     return e;
 }
 
+Result<CaptureSelector> parse_capture_selector(std::string_view s, uint32_t planes,
+                                               uint32_t paths) {
+    const Error bad{"expected PLANE[:PATH[:ab|ba]]"};
+    std::vector<std::string_view> parts;
+    for (size_t start = 0;;) {
+        const size_t colon = s.find(':', start);
+        parts.push_back(s.substr(start, colon == std::string_view::npos ? colon : colon - start));
+        if (colon == std::string_view::npos) break;
+        start = colon + 1;
+    }
+    if (parts.size() > 3) return bad;
+    auto number = [](std::string_view v, uint32_t *out) {
+        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
+        return !v.empty() && ec == std::errc() && end == v.data() + v.size();
+    };
+    CaptureSelector c;
+    uint32_t n = 0;
+    if (!number(parts[0], &n)) return bad;
+    if (n >= planes)
+        return Error{"no plane " + std::to_string(n) + " (" + std::to_string(planes) + " planes)"};
+    c.plane = int(n);
+    if (parts.size() >= 2) {
+        if (!number(parts[1], &n)) return bad;
+        if (n >= paths)
+            return Error{"no path " + std::to_string(n) + " (" + std::to_string(paths) +
+                         " paths per plane)"};
+        c.path = int(n);
+    }
+    if (parts.size() == 3) {
+        if (parts[2] != "ab" && parts[2] != "ba") return Error{"direction must be ab or ba"};
+        c.ab = parts[2] == "ab";
+        c.ba = parts[2] == "ba";
+    }
+    return c;
+}
+
 // ---- delay line -----------------------------------------------------------------
 
 bool DelayLine::push(uint64_t due_ns, uint64_t handle, uint32_t len, uint16_t path) {

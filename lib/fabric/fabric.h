@@ -118,6 +118,15 @@ struct Event {
     Setting setting;
 };
 
+// What mrc-fabric --capture-path keeps: a plane, optionally one path of it,
+// optionally one direction.
+struct CaptureSelector {
+    int plane = -1, path = -1;  // -1: every one
+    bool ab = true, ba = true;
+};
+// "PLANE[:PATH[:ab|ba]]", checked against the fabric's size.
+Result<CaptureSelector> parse_capture_selector(std::string_view s, uint32_t planes, uint32_t paths);
+
 // Parses "key=value,key=value". Selector keys: plane, path, dir (ab, ba,
 // both); everything else must name a PathParams field, checked by
 // Fabric::apply (or check_setting). Errors name the offending item.

@@ -100,14 +100,35 @@ TEST(FabricSetting, ParsesSelectorAndParameters) {
     EXPECT_FALSE(zero->sel.b_to_a);
 }
 
+TEST(FabricCapture, SelectorsAreCheckedAgainstTheFabric) {
+    auto a = parse_capture_selector("1", 2, 4);
+    ASSERT_TRUE(a.ok()) << a.error().message;
+    EXPECT_EQ(a->plane, 1);
+    EXPECT_EQ(a->path, -1);
+    EXPECT_TRUE(a->ab && a->ba);
+    auto b = parse_capture_selector("0:3:ba", 2, 4);
+    ASSERT_TRUE(b.ok()) << b.error().message;
+    EXPECT_EQ(b->path, 3);
+    EXPECT_FALSE(b->ab);
+    EXPECT_TRUE(b->ba);
+    for (const char *bad : {"", "2", "0:4", "0:1:up", "x", "0:", "0:1:ab:1", "-1", "0:1 "})
+        EXPECT_FALSE(parse_capture_selector(bad, 2, 4).ok()) << bad;
+}
+
 TEST(FabricSetting, ImpossibleValuesAreRefusedNamingTheKey) {
     const std::map<std::string, std::string> bad = {
-        {"loss=1.5", "loss=1.5"},           {"delay_us=-1", "delay_us=-1"},
-        {"lose=0.1", "unknown key 'lose'"}, {"dir=up,loss=0", "dir=up"},
-        {"plane=x,loss=0", "plane=x"},      {"duplicate=abc", "duplicate=abc: not a number"},
-        {"trim=maybe", "trim=maybe"},       {"queue_bytes=10", "queue_bytes=10"},
-        {"plane=0", "changes nothing"},     {"rate_gbps=1e-20", "rate_gbps=1e-20"},
-        {"=3", "key is missing"},           {"loss=nan", "loss=nan"},
+        {"loss=1.5", "loss=1.5"},
+        {"delay_us=-1", "delay_us=-1"},
+        {"lose=0.1", "unknown key 'lose'"},
+        {"dir=up,loss=0", "dir=up"},
+        {"plane=x,loss=0", "plane=x"},
+        {"duplicate=abc", "duplicate=abc: not a number"},
+        {"trim=maybe", "trim=maybe"},
+        {"queue_bytes=10", "queue_bytes=10"},
+        {"plane=0", "changes nothing"},
+        {"rate_gbps=1e-20", "rate_gbps=1e-20"},
+        {"=3", "key is missing"},
+        {"loss=nan", "loss=nan"},
         {"loss=0.1,loss=0.2", "given twice"},
     };
     for (const auto &[spec, want] : bad) {
