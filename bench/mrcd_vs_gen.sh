@@ -11,7 +11,9 @@
 # its own daemon's worker and yields on an empty CQ; workers use the
 # `yield` idle mode in both cases (mrc-gen too), and mrc-gen pingpong is
 # also run busy (its best case). Rounds repeat (default 3), medians are
-# reported with ratios. Prints a table and writes JSON
+# reported with ratios; a ratio pairs the two runs of one round, and a round
+# whose run failed (non-zero exit, or no result) is reported as failed and
+# pairs with nothing. Prints a table and writes JSON
 # (default bench/results/mrcd.json).
 #
 #   bench/mrcd_vs_gen.sh [seconds per run (default 4)] [json path] [repeats (default 3)]
@@ -51,8 +53,9 @@ run_gen() {  # tag idle extra-args...
   sleep 0.5
   "$b/mrc-gen" "${eal[@]}" --file-prefix "mrc-bench-$tag-c" --lcores 0@0,1@1 $(vdevs client "$tag") -- \
     --role client --oob "127.0.0.1:$port" --stats-period 0 --idle "$idle" --duration "$secs" "$@" \
-    --json "$work/$tag-c.json" >"$work/$tag-c.log" 2>&1 || cat "$work/$tag-c.log" >&2
-  wait "$sp" || true
+    --json "$work/$tag-c.json" >"$work/$tag-c.log" 2>&1 && echo 0 >"$work/$tag.rc" ||
+    { echo $? >"$work/$tag.rc"; cat "$work/$tag-c.log" >&2; }
+  wait "$sp" || echo "server: $?" >>"$work/$tag.rc"
 }
 
 # Daemon A: worker on CPU 0; daemon B: worker on CPU 1.
@@ -87,8 +90,9 @@ run_perf() {  # daemons-tag run-tag tool args...
   local sp=$!; pids+=("$sp")
   sleep 0.3
   taskset -c 0 "$b/$tool" --socket "$work/$d-a.sock" -p "$port" --yield "$@" \
-    --json "$work/$t.json" 127.0.0.1 >"$work/$t-cli.log" 2>&1 || cat "$work/$t-cli.log" >&2
-  wait "$sp" || true
+    --json "$work/$t.json" 127.0.0.1 >"$work/$t-cli.log" 2>&1 && echo 0 >"$work/$t.rc" ||
+    { echo $? >"$work/$t.rc"; cat "$work/$t-cli.log" >&2; }
+  wait "$sp" || echo "server: $?" >>"$work/$t.rc"
 }
 
 for ((r = 0; r < reps; r++)); do
@@ -110,23 +114,44 @@ mkdir -p "$(dirname "$out")"
 python3 - "$work" "$secs" "$out" "$reps" <<'PY'
 import json, os, platform, statistics, subprocess, sys
 work, secs, out, reps = sys.argv[1], float(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-def load(path):
+def load(tag, json_name):
+    """The run's JSON when it succeeded (both ends exited 0), else None."""
     try:
-        return json.load(open(os.path.join(work, path)))
+        if open(os.path.join(work, f"{tag}.rc")).read().strip() != "0":
+            return None
+        return json.load(open(os.path.join(work, json_name)))
     except (OSError, ValueError):
         return None
 med = statistics.median
-gen_bw = [j["goodput_gbps"] for r in range(reps) if (j := load(f"gw-{r}-c.json"))]
-gen_pp = [j["latency_us"]["p50"] for r in range(reps) if (j := load(f"gp-{r}-c.json")) and "latency_us" in j]
-gen_ppb = [j["latency_us"]["p50"] for r in range(reps) if (j := load(f"gb-{r}-c.json")) and "latency_us" in j]
-d_bw = [j["bw_gbps"] for r in range(reps) if (j := load(f"d{r}-bw.json"))]
-d_lat = [j["rtt_us"]["p50"] for r in range(reps) if (j := load(f"d{r}-lat.json"))]
-ratios = [d / g for d, g in zip(d_bw, gen_bw)]
+def per_round(tag, json_name, value):
+    out = {}
+    for r in range(reps):
+        j = load(tag.format(r=r), json_name.format(r=r))
+        try:
+            out[r] = value(j) if j else None
+        except (KeyError, TypeError):
+            out[r] = None
+    return out
+gen_bw_r = per_round("gw-{r}", "gw-{r}-c.json", lambda j: j["goodput_gbps"])
+gen_pp_r = per_round("gp-{r}", "gp-{r}-c.json", lambda j: j["latency_us"]["p50"])
+gen_ppb_r = per_round("gb-{r}", "gb-{r}-c.json", lambda j: j["latency_us"]["p50"])
+d_bw_r = per_round("d{r}-bw", "d{r}-bw.json", lambda j: j["bw_gbps"])
+d_lat_r = per_round("d{r}-lat", "d{r}-lat.json", lambda j: j["rtt_us"]["p50"])
+ok = lambda rr: [v for v in rr.values() if v is not None]
+failed = lambda rr: [r for r, v in rr.items() if v is None]
+gen_bw, gen_pp, gen_ppb, d_bw, d_lat = map(ok, (gen_bw_r, gen_pp_r, gen_ppb_r, d_bw_r, d_lat_r))
+# A ratio pairs the two runs of the same round.
+ratios = [d_bw_r[r] / gen_bw_r[r] for r in range(reps)
+          if d_bw_r[r] is not None and gen_bw_r[r] is not None and gen_bw_r[r] > 0]
+failed_rounds = {name: failed(rr) for name, rr in
+                 (("mrc_gen_write", gen_bw_r), ("mrc_gen_pingpong_yield", gen_pp_r),
+                  ("mrc_gen_pingpong_busy", gen_ppb_r), ("mrcd_write_bw", d_bw_r),
+                  ("mrcd_write_lat", d_lat_r)) if failed(rr)}
 res = {"seconds_per_run": secs, "repeats": reps, "msg_bytes": 65536, "planes": 2,
        "mrc_gen_write_gbps": gen_bw, "mrcd_write_bw_gbps": d_bw,
        "ratio_mrcd_vs_gen_per_round": ratios,
        "mrc_gen_pingpong_p50_us_yield": gen_pp, "mrc_gen_pingpong_p50_us_busy": gen_ppb,
-       "mrcd_write_lat_rtt_p50_us": d_lat}
+       "mrcd_write_lat_rtt_p50_us": d_lat, "failed_rounds": failed_rounds}
 cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
                      capture_output=True, text=True).stdout.strip()
 res["machine"] = {"cpu": cpu, "cpus": os.cpu_count(), "kernel": platform.release()}
@@ -142,6 +167,8 @@ print(f"goodput, 64 KiB WRITEs, 2 planes: mrc-gen {M['mrc_gen_write_gbps']:.2f} 
 print(f"64 B round trip p50: mrc-gen pingpong {M['mrc_gen_pingpong_p50_us_yield']:.1f} us (yield), "
       f"{M['mrc_gen_pingpong_p50_us_busy']:.1f} us (busy); mrc_write_lat via mrcd "
       f"{M['mrcd_write_lat_rtt_p50_us']:.1f} us")
+for name, rs in failed_rounds.items():
+    print(f"FAILED: {name} in round(s) {', '.join(map(str, rs))} (left out of the medians)")
 json.dump(res, open(out, "w"), indent=2)
 print(f"results: {out}")
 PY
