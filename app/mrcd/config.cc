@@ -103,15 +103,12 @@ class Table {
     std::set<std::string> seen_;
 };
 
-#define TRY(expr)                                                             \
-    do {                                                                      \
-        if (auto r_ = (expr); !r_) return Error{prefix + r_.error().message}; \
-    } while (0)
-
 }  // namespace
 
 Result<DaemonConfig> load_config(const std::string &path, const std::string &text) {
     const std::string prefix = (text.empty() ? path : std::string("config")) + ": ";
+    // A table's error, with the file named.
+    auto in_file = [&](const Result<void> &r) { return Error{prefix + r.error().message}; };
     toml::table root;
     try {
         root = text.empty() ? toml::parse_file(path) : toml::parse(text);
@@ -137,9 +134,9 @@ Result<DaemonConfig> load_config(const std::string &path, const std::string &tex
     }
     {
         Table t(root["daemon"].as_table(), "[daemon]");
-        TRY(t.string("socket", &c.socket));
+        if (auto r = t.string("socket", &c.socket); !r) return in_file(r);
         std::string mode;
-        TRY(t.string("socket_mode", &mode));
+        if (auto r = t.string("socket_mode", &mode); !r) return in_file(r);
         if (!mode.empty()) {
             char *end = nullptr;
             const unsigned long m = std::strtoul(mode.c_str(), &end, 8);
@@ -147,45 +144,49 @@ Result<DaemonConfig> load_config(const std::string &path, const std::string &tex
                 return Error{prefix + "[daemon]: socket_mode must be octal like \"0660\""};
             c.socket_mode = uint32_t(m);
         }
-        TRY(t.string("socket_group", &c.socket_group));
-        TRY(t.whole("max_clients", &c.max_clients, 1, 4096));
-        TRY(t.whole("max_qps_per_client", &c.max_qps_per_client, 1, 65536));
-        TRY(t.whole("max_mrs_per_client", &c.max_mrs_per_client, 1, 65536));
+        if (auto r = t.string("socket_group", &c.socket_group); !r) return in_file(r);
+        if (auto r = t.whole("max_clients", &c.max_clients, 1, 4096); !r) return in_file(r);
+        if (auto r = t.whole("max_qps_per_client", &c.max_qps_per_client, 1, 65536); !r)
+            return in_file(r);
+        if (auto r = t.whole("max_mrs_per_client", &c.max_mrs_per_client, 1, 65536); !r)
+            return in_file(r);
         uint64_t mib = c.max_region_bytes >> 20;
-        TRY(t.whole("max_region_mib", &mib, 1, uint64_t{1} << 20));
+        if (auto r = t.whole("max_region_mib", &mib, 1, uint64_t{1} << 20); !r) return in_file(r);
         c.max_region_bytes = mib << 20;
-        TRY(t.whole("drain_ms", &c.drain_ms, 0, 600'000));
-        TRY(t.whole("connect_resend_ms", &c.connect_resend_ms, 1, 10'000));
-        TRY(t.done());
+        if (auto r = t.whole("drain_ms", &c.drain_ms, 0, 600'000); !r) return in_file(r);
+        if (auto r = t.whole("connect_resend_ms", &c.connect_resend_ms, 1, 10'000); !r)
+            return in_file(r);
+        if (auto r = t.done(); !r) return in_file(r);
         if (c.socket.empty() || c.socket.size() >= 108)
             return Error{prefix + "[daemon]: socket must be a path shorter than 108 bytes"};
     }
     {
         Table t(root["dataplane"].as_table(), "[dataplane]");
-        TRY(t.strings("ports", &c.dp.ports));
-        TRY(t.whole("mtu", &c.dp.mtu_bytes, 576, 9000));
-        TRY(t.whole("mrc_port", &c.dp.mrc_port, 1, 65535));
+        if (auto r = t.strings("ports", &c.dp.ports); !r) return in_file(r);
+        if (auto r = t.whole("mtu", &c.dp.mtu_bytes, 576, 9000); !r) return in_file(r);
+        if (auto r = t.whole("mrc_port", &c.dp.mrc_port, 1, 65535); !r) return in_file(r);
         std::string idle = "sleep";
-        TRY(t.string("idle", &idle));
+        if (auto r = t.string("idle", &idle); !r) return in_file(r);
         if (idle != "busy" && idle != "sleep" && idle != "yield")
             return Error{prefix + "[dataplane]: idle must be \"busy\", \"yield\" or \"sleep\""};
         c.dp.idle = idle == "busy"    ? dp::IdleMode::kBusy
                     : idle == "yield" ? dp::IdleMode::kYield
                                       : dp::IdleMode::kSleep;
-        TRY(t.whole("idle_sleep_us", &c.dp.idle_sleep_us, 1, 100'000));
-        TRY(t.boolean("udp_checksum", &c.dp.udp_checksum));
-        TRY(t.boolean("zero_copy", &c.dp.zero_copy_tx));
+        if (auto r = t.whole("idle_sleep_us", &c.dp.idle_sleep_us, 1, 100'000); !r)
+            return in_file(r);
+        if (auto r = t.boolean("udp_checksum", &c.dp.udp_checksum); !r) return in_file(r);
+        if (auto r = t.boolean("zero_copy", &c.dp.zero_copy_tx); !r) return in_file(r);
         if (c.dp.zero_copy_tx)
             return Error{prefix +
                          "[dataplane]: zero_copy is not available in mrcd (a region can be "
                          "unmapped while frames still point into it)"};
-        TRY(t.whole("link_wait_ms", &c.dp.link_wait_ms, 0, 600'000));
-        TRY(t.whole("max_qps", &c.dp.max_qps_per_worker, 1, 65535));
-        TRY(t.whole("max_mrs", &c.dp.max_mrs, 1, 1u << 20));
+        if (auto r = t.whole("link_wait_ms", &c.dp.link_wait_ms, 0, 600'000); !r) return in_file(r);
+        if (auto r = t.whole("max_qps", &c.dp.max_qps_per_worker, 1, 65535); !r) return in_file(r);
+        if (auto r = t.whole("max_mrs", &c.dp.max_mrs, 1, 1u << 20); !r) return in_file(r);
         double control_us = double(c.dp.scorer.period_ns) / 1000;
-        TRY(t.number("control_us", &control_us, 10, 1e6));
+        if (auto r = t.number("control_us", &control_us, 10, 1e6); !r) return in_file(r);
         c.dp.scorer.period_ns = uint64_t(control_us * 1000);
-        TRY(t.done());
+        if (auto r = t.done(); !r) return in_file(r);
     }
     if (const auto *planes = root["plane"].as_array()) {
         size_t i = 0;
@@ -194,8 +195,8 @@ Result<DaemonConfig> load_config(const std::string &path, const std::string &tex
             if (!e.is_table()) return Error{prefix + where + ": must be a table"};
             Table t(e.as_table(), where);
             std::string ip;
-            TRY(t.string("ip", &ip));
-            TRY(t.done());
+            if (auto r = t.string("ip", &ip); !r) return in_file(r);
+            if (auto r = t.done(); !r) return in_file(r);
             auto v = parse_ip(ip);
             if (!v) return Error{prefix + where + ": ip: " + v.error().message};
             c.plane_ip.push_back(*v);
@@ -209,31 +210,37 @@ Result<DaemonConfig> load_config(const std::string &path, const std::string &tex
     {
         Table t(root["qp"].as_table(), "[qp]");
         std::string cc = "nscc";
-        TRY(t.string("cc", &cc));
+        if (auto r = t.string("cc", &cc); !r) return in_file(r);
         if (cc != "nscc" && cc != "fixed")
             return Error{prefix + "[qp]: cc must be \"nscc\" or \"fixed\""};
         c.qp.cc.algo = cc == "nscc" ? CcAlgo::kNscc : CcAlgo::kFixed;
-        TRY(t.number("line_gbps", &c.qp.cc.nscc.line_rate_gbps, 0.001, 10'000));
-        TRY(t.whole("evs_per_plane", &c.evs_per_plane, 1, 1024));
+        if (auto r = t.number("line_gbps", &c.qp.cc.nscc.line_rate_gbps, 0.001, 10'000); !r)
+            return in_file(r);
+        if (auto r = t.whole("evs_per_plane", &c.evs_per_plane, 1, 1024); !r) return in_file(r);
         std::string rto = "adaptive";
-        TRY(t.string("rto", &rto));
+        if (auto r = t.string("rto", &rto); !r) return in_file(r);
         if (rto != "adaptive" && rto != "fixed")
             return Error{prefix + "[qp]: rto must be \"adaptive\" or \"fixed\""};
         c.qp.retry.adaptive = rto == "adaptive";
-        TRY(t.whole("retry_timeout_exp", &c.qp.retry.timeout_exp, 1, RetryPolicy::kMaxTimeoutExp));
-        TRY(t.whole("retry_limit", &c.qp.retry.limit, 1, RetryPolicy::kMaxExponential));
+        if (auto r = t.whole("retry_timeout_exp", &c.qp.retry.timeout_exp, 1,
+                             RetryPolicy::kMaxTimeoutExp);
+            !r)
+            return in_file(r);
+        if (auto r = t.whole("retry_limit", &c.qp.retry.limit, 1, RetryPolicy::kMaxExponential); !r)
+            return in_file(r);
         uint64_t rto_min_us = c.qp.retry.min_rto_ns / 1000,
                  rto_max_ms = c.qp.retry.max_rto_ns / 1'000'000;
-        TRY(t.whole("rto_min_us", &rto_min_us, 1, 10'000'000));
-        TRY(t.whole("rto_max_ms", &rto_max_ms, 1, 600'000));
+        if (auto r = t.whole("rto_min_us", &rto_min_us, 1, 10'000'000); !r) return in_file(r);
+        if (auto r = t.whole("rto_max_ms", &rto_max_ms, 1, 600'000); !r) return in_file(r);
         if (rto_max_ms * 1000 < rto_min_us)
             return Error{prefix + "[qp]: rto_max_ms is below rto_min_us"};
         c.qp.retry.min_rto_ns = rto_min_us * 1000;
         c.qp.retry.max_rto_ns = rto_max_ms * 1'000'000;
         uint64_t keepalive_ms = c.qp.liveness.keepalive_ns / 1'000'000;
         uint64_t peer_timeout_ms = c.qp.liveness.peer_timeout_ns / 1'000'000;
-        TRY(t.whole("keepalive_ms", &keepalive_ms, 0, 3'600'000));
-        TRY(t.whole("peer_timeout_ms", &peer_timeout_ms, 0, 3'600'000));
+        if (auto r = t.whole("keepalive_ms", &keepalive_ms, 0, 3'600'000); !r) return in_file(r);
+        if (auto r = t.whole("peer_timeout_ms", &peer_timeout_ms, 0, 3'600'000); !r)
+            return in_file(r);
         if (peer_timeout_ms && keepalive_ms && keepalive_ms >= peer_timeout_ms)
             return Error{prefix +
                          "[qp]: keepalive_ms must be below peer_timeout_ms (or either 0: off)"};
@@ -243,8 +250,8 @@ Result<DaemonConfig> load_config(const std::string &path, const std::string &tex
                          "peer would be taken for dead"};
         c.qp.liveness.keepalive_ns = keepalive_ms * 1'000'000;
         c.qp.liveness.peer_timeout_ns = peer_timeout_ms * 1'000'000;
-        TRY(t.whole("max_send_wr", &c.qp.max_send_wr, 1, 65536));
-        TRY(t.done());
+        if (auto r = t.whole("max_send_wr", &c.qp.max_send_wr, 1, 65536); !r) return in_file(r);
+        if (auto r = t.done(); !r) return in_file(r);
     }
     if (const auto *ns = root["neighbor"].as_array()) {
         size_t i = 0;
@@ -253,9 +260,9 @@ Result<DaemonConfig> load_config(const std::string &path, const std::string &tex
             if (!e.is_table()) return Error{prefix + where + ": must be a table"};
             Table t(e.as_table(), where);
             std::string ip, mac;
-            TRY(t.string("ip", &ip));
-            TRY(t.string("mac", &mac));
-            TRY(t.done());
+            if (auto r = t.string("ip", &ip); !r) return in_file(r);
+            if (auto r = t.string("mac", &mac); !r) return in_file(r);
+            if (auto r = t.done(); !r) return in_file(r);
             auto a = parse_ip(ip);
             if (!a) return Error{prefix + where + ": ip: " + a.error().message};
             auto m = parse_mac(mac);
@@ -263,6 +270,9 @@ Result<DaemonConfig> load_config(const std::string &path, const std::string &tex
             c.neighbors.push_back({*a, *m});
         }
     }
+    // Last, so that any other mistake in the file is named first.
+    if (c.plane_ip.empty())
+        return Error{prefix + "no [[plane]]: give one per port, each with its ip"};
     return c;
 }
 

@@ -726,6 +726,7 @@ TEST(Mrcd, BadConfigurationsAreRefusedByName) {
         {"[[neighbor]]\nip = \"10.0.0.2\"\nmac = \"zz\"\n", "mac"},
         {"[deamon]\n", "unknown table 'deamon'"},
         {"[daemon\n", "line 1"},
+        {"[daemon]\nmax_clients = 4\n", "no [[plane]]"},
     };
     int i = 0;
     for (const auto &[text, want] : bad) {
