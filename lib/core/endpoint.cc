@@ -23,8 +23,8 @@ Endpoint::~Endpoint() = default;
 Result<Qp *> Endpoint::create_qp(const QpConfig &cfg) {
     if (free_qpns_.empty())
         return Error{"no free QP (max_qps " + std::to_string(cfg_.max_qps) + ")"};
-    if (const char *e = EvSet::check(cfg.ev, cfg_.planes))
-        return Error{std::string("QP config: ") + e + " (evs " + std::to_string(cfg.ev.evs) +
+    if (auto r = EvSet::check(cfg.ev, cfg_.planes); !r)
+        return Error{"QP config: " + r.error().message + " (evs " + std::to_string(cfg.ev.evs) +
                      ", backup_per_plane " + std::to_string(cfg.ev.backup_per_plane) +
                      ", min_active " + std::to_string(cfg.ev.min_active) + ", planes " +
                      std::to_string(cfg_.planes) + ")"};

@@ -31,25 +31,29 @@ const char *to_string(RevState s) {
     return "?";
 }
 
-const char *EvSet::check(const EvConfig &c, uint32_t planes) {
-    if (planes == 0 || planes > kMaxPlanes) return "planes must be in [1, 8]";
-    if (c.evs < planes) return "fewer EVs than planes: some plane would have no EV";
-    if (c.evs % planes != 0) return "EVs must split evenly over the planes (a multiple of them)";
+Result<void> EvSet::check(const EvConfig &c, uint32_t planes) {
+    if (planes == 0 || planes > kMaxPlanes)
+        return Error{"planes must be in [1, " + std::to_string(kMaxPlanes) + "]"};
+    if (c.evs < planes) return Error{"fewer EVs than planes: some plane would have no EV"};
+    if (c.evs % planes != 0)
+        return Error{"EVs must split evenly over the planes (a multiple of them)"};
     if (c.evs + c.backup_per_plane * planes > kMaxEvs)
-        return "more than 4096 EVs (active + backup)";
-    if (c.min_active > c.evs) return "the bad-EV floor (min_active) exceeds the number of EVs";
-    if (c.probe_successes == 0) return "probe_successes must be at least 1";
+        return Error{"more than 4096 EVs (active + backup)"};
+    if (c.min_active > c.evs)
+        return Error{"the bad-EV floor (min_active) exceeds the number of EVs"};
+    if (c.probe_successes == 0) return Error{"probe_successes must be at least 1"};
     if (c.probe_successes_max < c.probe_successes)
-        return "probe_successes_max must be at least probe_successes";
-    if (c.probe_interval_ns == 0) return "probe_interval_ns must be positive";
-    if (c.max_probes_per_interval == 0) return "max_probes_per_interval must be at least 1";
-    if (c.plane_fail_timeouts == 0) return "plane_fail_timeouts must be at least 1";
-    if (c.trim_skip_factor == 0) return "trim_skip_factor must be at least 1";
-    if (c.skip_max_doublings > 16) return "skip_max_doublings must be at most 16";
+        return Error{"probe_successes_max must be at least probe_successes"};
+    if (c.probe_interval_ns == 0) return Error{"probe_interval_ns must be positive"};
+    if (c.max_probes_per_interval == 0) return Error{"max_probes_per_interval must be at least 1"};
+    if (c.plane_fail_timeouts == 0) return Error{"plane_fail_timeouts must be at least 1"};
+    if (c.trim_skip_factor == 0) return Error{"trim_skip_factor must be at least 1"};
+    if (c.skip_max_doublings > 16) return Error{"skip_max_doublings must be at most 16"};
     if (c.probe_backoff_max_doublings > 16 || c.plane_probe_backoff_max_doublings > 16)
-        return "probe_backoff_max_doublings and plane_probe_backoff_max_doublings must be at most "
-               "16";
-    return nullptr;
+        return Error{
+            "probe_backoff_max_doublings and plane_probe_backoff_max_doublings must be at most "
+            "16"};
+    return ok();
 }
 
 void EvSet::release() {

@@ -50,6 +50,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/result.h"
 #include "common/rng.h"
 #include "core/config.h"
 #include "wire/mrc.h"
@@ -131,8 +132,8 @@ class EvSet {
     EvSet(const EvSet &) = delete;
     EvSet &operator=(const EvSet &) = delete;
 
-    // Why `cfg` cannot work on `planes` planes, or empty when it can.
-    static const char *check(const EvConfig &cfg, uint32_t planes);
+    // Whether `cfg` can work on `planes` planes; the error says why not.
+    static Result<void> check(const EvConfig &cfg, uint32_t planes);
     // Draws cfg.evs + planes x cfg.backup_per_plane distinct EVs from [1024, 65535] with
     // `seed` (check() must have passed). `gauges` (may be null) is kept current.
     void init(const EvConfig &cfg, uint32_t planes, uint64_t seed, EvGauges *gauges = nullptr);

@@ -94,8 +94,8 @@ Result<void> Qp::to_rtr(const QpPeer &peer, Psn expected_psn) {
         return Error{"to_rtr: planes must be in [1, 8]"};
     if (peer.dst_qpn == 0 || peer.dst_qpn > wire::kQpnMask)
         return Error{"to_rtr: bad destination QPN"};
-    if (const char *e = EvSet::check(cfg_.ev, peer.planes))
-        return Error{std::string("to_rtr: ") + e};
+    if (auto r = EvSet::check(cfg_.ev, peer.planes); !r)
+        return Error{"to_rtr: " + r.error().message};
     if (auto r = check_cc(cfg_.cc, cfg_.mtu_payload_bytes, peer.planes); !r)
         return Error{"to_rtr: " + r.error().message};
     for (uint8_t p = 0; p < kMaxPlanes; ++p) {
