@@ -4,6 +4,8 @@
 // benchmark that measured nothing.
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -14,6 +16,7 @@ namespace {
 template <class Base>
 class FailureCounting final : public Base {
   public:
+    using Base::Base;
     void ReportRuns(const std::vector<benchmark::BenchmarkReporter::Run> &runs) override {
         for (const auto &r : runs) {
             if (!r.error_occurred) continue;
@@ -29,9 +32,9 @@ class FailureCounting final : public Base {
     size_t failed_ = 0;
 };
 
-template <class Base>
-int run() {
-    FailureCounting<Base> reporter;
+template <class Base, class... Args>
+int run(Args... args) {
+    FailureCounting<Base> reporter(args...);
     benchmark::RunSpecifiedBenchmarks(&reporter);
     benchmark::Shutdown();
     if (reporter.failed() == 0) return 0;
@@ -50,7 +53,14 @@ int main(int argc, char **argv) {
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     if (format == "json") return run<benchmark::JSONReporter>();
-    if (format == "console") return run<benchmark::ConsoleReporter>();
+    if (format == "console") {
+        // Colours only on a terminal, as Google Benchmark's own main() does.
+        auto opts = benchmark::ConsoleReporter::OO_Tabular;
+        if (::isatty(::fileno(stdout)))
+            opts = benchmark::ConsoleReporter::OutputOptions(opts |
+                                                             benchmark::ConsoleReporter::OO_Color);
+        return run<benchmark::ConsoleReporter>(opts);
+    }
     std::fprintf(stderr, "--benchmark_format=%s: this main() knows console and json\n",
                  format.c_str());
     return 2;
