@@ -148,8 +148,10 @@ Result<std::optional<nlohmann::json>> JsonChannel::recv(uint32_t timeout_ms,
             return std::optional<nlohmann::json>(std::move(j));
         }
         // Poll at least once, even with no time left: a closed connection
-        // shows at once.
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        // shows at once. Rounded up: a 1 ms wait must not become a 0 ms
+        // poll, or a caller that polls in a loop spins (and starves an
+        // mrcd worker sharing its CPU).
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(
             deadline - std::chrono::steady_clock::now());
         pollfd p{fd_, POLLIN, 0};
         if (stopped(stop)) return std::optional<nlohmann::json>();
