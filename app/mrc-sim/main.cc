@@ -66,7 +66,9 @@ std::string parse_keys(const std::string &spec, const std::vector<Key> &keys) {
                                        [&](const auto &item) { return item.first == k.name; });
         if (k.required && !given) return fmt::format("needs {}=", k.name);
     }
-    for (const auto &[name, v] : *kv) {
+    for (const auto &item : *kv) {
+        // Named copies, not structured bindings: a lambda below uses them.
+        const std::string &name = item.first, &v = item.second;
         const auto key =
             std::find_if(keys.begin(), keys.end(), [&](const Key &k) { return name == k.name; });
         if (key == keys.end()) {
