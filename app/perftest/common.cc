@@ -1,11 +1,13 @@
 #include "common.h"
 
+#include <errno.h>
 #include <time.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 namespace mrc::perf {
 
@@ -80,13 +82,16 @@ nlohmann::json SideChannel::recv(int timeout_ms) {
     return std::move(**m);
 }
 
+// These exit at once rather than unwind (app::die): the context and what
+// it holds stay reachable from the stack, and closing it would talk to a
+// daemon that may be gone (the case that often brings us here).
 void die(mrc_context *ctx, const std::string &what, int rc) {
-    app::die(fmt::format("{}: {} ({})", what, mrc_strerror(rc), mrc_last_error(ctx)),
-             app::kExitRunFailed);
+    die(fmt::format("{}: {} ({})", what, mrc_strerror(rc), mrc_last_error(ctx)));
 }
 
 void die(const std::string &what) {
-    app::die(what, app::kExitRunFailed);
+    std::fprintf(stderr, "%s: %s\n", program_invocation_short_name, what.c_str());
+    std::exit(app::kExitRunFailed);
 }
 
 uint64_t now_ns() {

@@ -77,8 +77,7 @@ class SideChannel {
     app::JsonChannel ch_;
 };
 
-// A failed libmrc call or run ends the tool with status 1 (app::Fatal,
-// caught by tool_main).
+// A failed libmrc call or run ends the tool with status 1, at once.
 [[noreturn]] void die(mrc_context *ctx, const std::string &what, int rc);
 [[noreturn]] void die(const std::string &what);
 uint64_t now_ns();
