@@ -354,8 +354,8 @@ void Daemon::on_disconnect(const wire::CmFields &f, const CmFrom &from) {
     }
     q.connected = false;
     run_on(q.worker, cmd::ErrorQp{.wire_qpn = f.dst_qpn, .status = MRC_WC_PEER_DISCONNECTED});
-    log(RTE_LOG_INFO, "QP {}: the peer ({} QP {}) disconnected", f.dst_qpn, wire::ipv4_string(from.ip),
-        f.src_qpn);
+    log(RTE_LOG_INFO, "QP {}: the peer ({} QP {}) disconnected", f.dst_qpn,
+        wire::ipv4_string(from.ip), f.src_qpn);
 }
 
 // ---- timeouts -------------------------------------------------------------------

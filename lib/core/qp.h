@@ -33,10 +33,10 @@
 #include "core/counters.h"
 #include "core/ev.h"
 #include "core/memory.h"
-#include "wire/psn.h"
 #include "core/ring.h"
 #include "core/rtt.h"
 #include "wire/mrc.h"
+#include "wire/psn.h"
 
 namespace mrc {
 

@@ -32,9 +32,9 @@
 #include "common/result.h"
 #include "core/endpoint.h"
 #include "core/path.h"
-#include "port/clock.h"
 #include "dpdk/counters.h"
 #include "dpdk/seqlock.h"
+#include "port/clock.h"
 #include "port/port.h"
 
 namespace mrc::dp {

@@ -9,8 +9,8 @@
 #include <cstdint>
 
 #include "common/bytes.h"
-#include "wire/psn.h"
 #include "wire/net.h"
+#include "wire/psn.h"
 
 namespace mrc {
 
@@ -93,13 +93,13 @@ inline constexpr uint8_t kAckFlagsDefined = 0x07;
 
 struct SackHdr {
     uint8_t reserved0;
-    be24 trigger_psn;      // PSN of the packet that triggered this ack
-    be16 sack_offset;      // bitmap bit 0 covers PSN cum_psn + sack_offset
-    be16 ev_echo;          // EV (UDP source port) of the triggering packet
-    be64 bitmap;           // bit i (LSB = 0): PSN cum_psn + sack_offset + i received
-    be32 ts_echo;          // DataHdr.tx_ts of the triggering packet
-    be16 rwnd_units;       // responder window (MPR), units of 128 PSNs
-    uint8_t flags;         // kAck*
+    be24 trigger_psn;        // PSN of the packet that triggered this ack
+    be16 sack_offset;        // bitmap bit 0 covers PSN cum_psn + sack_offset
+    be16 ev_echo;            // EV (UDP source port) of the triggering packet
+    be64 bitmap;             // bit i (LSB = 0): PSN cum_psn + sack_offset + i received
+    be32 ts_echo;            // DataHdr.tx_ts of the triggering packet
+    be16 rwnd_units;         // responder window (MPR), units of 128 PSNs
+    uint8_t flags;           // kAck*
     PlaneMask plane_status;  // bit p: the responder sees plane p up
 };
 static_assert(sizeof(SackHdr) == 24);

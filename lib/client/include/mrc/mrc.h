@@ -91,7 +91,7 @@ struct mrc_info {
     uint32_t max_msg_bytes; /* largest work request */
     uint32_t mtu_payload_bytes;
     uint32_t local_ip[MRC_MAX_PLANES]; /* the daemon's IPv4 address on each plane, host order */
-    char daemon[64];      /* name and version */
+    char daemon[64];                   /* name and version */
 };
 
 /* What a peer needs to write into a region: send it over your own channel. */
