@@ -15,6 +15,7 @@ Endpoint::Endpoint(const EndpointConfig &cfg)
     for (uint32_t q = cfg.max_qps; q >= 1; --q)
         free_qpns_.push_back(q);
     ready_.init(2 * (cfg.max_qps + 1));
+    notified_.init(2 * (cfg.max_qps + 1));
     link_up_mask_ = static_cast<uint8_t>((1u << cfg_.planes) - 1);
 }
 
@@ -106,6 +107,26 @@ void Endpoint::mark_ready(Qp &q) {
     q.in_ready_ = true;
     const bool pushed = ready_.try_push(q.qpn());
     (void)pushed;  // capacity is twice the QP count: cannot fail
+}
+
+void Endpoint::notify(Qp &q) {
+    if (q.in_notified_) return;
+    q.in_notified_ = true;
+    const bool pushed = notified_.try_push(q.qpn());
+    (void)pushed;  // twice the QP count, and each QP at most once: cannot fail
+}
+
+uint32_t Endpoint::take_notified(uint32_t *qpns, uint32_t max) {
+    uint32_t n = 0;
+    while (n < max && !notified_.empty()) {
+        const uint32_t qpn = notified_.front();
+        notified_.pop();
+        Qp *q = qp(qpn);
+        if (q == nullptr || !q->in_notified_) continue;  // destroyed meanwhile
+        q->in_notified_ = false;
+        qpns[n++] = qpn;
+    }
+    return n;
 }
 
 void Endpoint::on_packet(const uint8_t *head, uint32_t head_len, const uint8_t *tail,

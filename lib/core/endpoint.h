@@ -81,6 +81,11 @@ class Endpoint {
 
     // ---- state for the driver ----
     bool tx_pending() const { return !ready_.empty(); }
+    // The QPs that got new completions (send or receive) or entered ERROR
+    // since they were last taken, each once, as local QPNs: a driver that
+    // hands completions on (mrcd's workers) looks at these, never at every
+    // QP. Returns how many it wrote (up to max); call until 0.
+    uint32_t take_notified(uint32_t *qpns, uint32_t max);
     uint32_t armed_timers() const { return timers_.armed_count(); }
     // When on_time() next has work (UINT64_MAX: no timer armed). O(QPs):
     // for drivers that sleep until then, like the simulator.
@@ -115,6 +120,7 @@ class Endpoint {
   private:
     friend class Qp;
     void mark_ready(Qp &q);
+    void notify(Qp &q);
     void arm_timer(Qp &q, uint64_t deadline_ns) { timers_.arm(q.qpn(), deadline_ns); }
     void arm_timer_earlier(Qp &q, uint64_t deadline_ns) {
         timers_.arm_earlier(q.qpn(), deadline_ns);
@@ -130,6 +136,7 @@ class Endpoint {
     MrTable mrs_;
     TimerWheel timers_;
     Ring<uint32_t> ready_;
+    Ring<uint32_t> notified_;
     uint8_t link_up_mask_ = 0;
     uint8_t table_down_mask_ = 0;
     uint8_t denied_mask_ = 0;

@@ -151,6 +151,7 @@ void Qp::fail(WcStatus cause) {
     if (state_ == QpState::kReset) return;
     state_ = QpState::kError;
     error_cause_ = cause;
+    ep_->notify(*this);
     // Complete everything outstanding: the oldest with the cause, the rest flushed.
     bool first = true;
     while (sq_head_ != sq_tail_) {

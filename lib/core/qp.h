@@ -485,6 +485,7 @@ class Qp {
     Ring<RecvCompletion> recv_cq_;
 
     bool in_ready_ = false;
+    bool in_notified_ = false;
 };
 
 }  // namespace mrc

@@ -206,6 +206,7 @@ void Qp::settle_acked() {
 }
 
 void Qp::complete_wrs() {
+    const uint32_t before = sq_head_;
     while (sq_head_ != sq_tail_) {
         const WrEntry &w = sq_[sq_head_ & sq_mask_];
         if (w.sent_pkts != w.npkts || distance(w.first_psn + w.npkts, snd_una_) < 0) break;
@@ -214,6 +215,7 @@ void Qp::complete_wrs() {
         ++ctr_.wr_completed;
         ++sq_head_;
     }
+    if (sq_head_ != before) ep_->notify(*this);
 }
 
 void Qp::queue_retx_now(Psn p, TxKind kind) {

@@ -111,6 +111,7 @@ void Qp::deliver_imms() {
         const uint32_t j = deliver_psn_.value() & rwin_mask_;
         const ImmEntry &e = imm_vals_[j];
         recv_cq_.try_push(RecvCompletion{e.imm, e.msn, e.bytes});
+        ep_->notify(*this);
         imm_bits_[j >> 6] &= ~(1ull << (j & 63));
         --pending_imm_;
         ++ctr_.imm_delivered;
