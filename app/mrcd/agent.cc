@@ -1,6 +1,7 @@
 #include "agent.h"
 
 #include <rte_ring.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -42,7 +43,8 @@ void fail(CommandAnswer &a, std::string why) {
 
 }  // namespace
 
-Agent::Agent(CmInbox *cm, dp::Worker *w, uint32_t max_mrs) : cm_(cm), w_(w), mrs_(max_mrs) {
+Agent::Agent(CmInbox *cm, dp::Worker *w, uint32_t max_mrs)
+    : cm_(cm), w_(w), by_local_(w->endpoint().config().max_qps + 1, nullptr), mrs_(max_mrs) {
     const std::string name = fmt::format("mrcd_cmd{}", w->index());
     cmds_ = rte_ring_create(name.c_str(), 64, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
 }
@@ -61,11 +63,97 @@ uint32_t Agent::poll(dp::Worker &, uint64_t) {
         c->done.store(true, std::memory_order_release);
     }
     work += n;
-    for (auto &q : qps_)
-        work += service(*q);
-    for (auto &cq : cqs_)
+    take_core_notices();
+    take_doorbells();
+    take_cq_room();
+    servicing_.swap(active_);
+    for (AgentQp *q : servicing_) {
+        q->active = false;
+        Next next = Next::kArm;
+        work += service(*q, next);
+        settle(*q, next);
+        AgentCq *cq = q->cq;
+        if (cq->prod != cq->published && !cq->listed) {
+            cq->listed = true;
+            written_.push_back(cq);
+        }
+    }
+    servicing_.clear();
+    for (AgentCq *cq : written_) {
         cq->publish();
+        cq->published = cq->prod;
+        cq->listed = false;
+    }
+    written_.clear();
     return work;
+}
+
+// ---- finding the QPs with work ---------------------------------------------
+
+void Agent::take_core_notices() {
+    Endpoint &ep = w_->endpoint();
+    for (;;) {
+        const uint32_t n = ep.take_notified(notified_, uint32_t(std::size(notified_)));
+        for (uint32_t i = 0; i < n; ++i)
+            if (notified_[i] < by_local_.size()) activate(by_local_[notified_[i]]);
+        if (n < std::size(notified_)) return;
+    }
+}
+
+// Each CQ whose doorbell was rung: the QPs whose bits are set (client/ipc.h).
+void Agent::take_doorbells() {
+    for (auto &b : cqs_) {
+        AgentCq &cq = *b;
+        if (cq.bells == nullptr || !cq.hdr->rung.load(std::memory_order_relaxed) ||
+            !cq.hdr->rung.exchange(0, std::memory_order_acq_rel))
+            continue;
+        const size_t words = (cq.by_bell.size() + 63) / 64;
+        for (size_t w = 0; w < words; ++w) {
+            if (!cq.bells[w].load(std::memory_order_relaxed)) continue;
+            uint64_t x = cq.bells[w].exchange(0, std::memory_order_acquire);
+            while (x) {
+                const size_t bit = w * 64 + size_t(__builtin_ctzll(x));
+                x &= x - 1;
+                if (bit < cq.by_bell.size()) activate(cq.by_bell[bit]);
+            }
+        }
+    }
+}
+
+// QPs that waited for room in a CQ ring the application has since polled.
+void Agent::take_cq_room() {
+    for (auto &b : cqs_) {
+        AgentCq &cq = *b;
+        if (cq.waiting.empty() || cq.space() == 0) continue;
+        for (AgentQp *q : cq.waiting) {
+            q->waiting = false;
+            activate(q);
+        }
+        cq.waiting.clear();
+    }
+}
+
+void Agent::settle(AgentQp &q, Next next) {
+    switch (next) {
+        case Next::kStay:
+            activate(&q);
+            return;
+        case Next::kWaitCq:
+            if (!q.waiting) {
+                q.waiting = true;
+                q.cq->waiting.push_back(&q);
+            }
+            return;
+        case Next::kPark:  // the core names it again when it completes something
+            return;
+        case Next::kArm:
+            // Arm, then look again (the other half of the application's
+            // fence, client/ipc.h): a post that saw the QP unarmed is seen here.
+            q.hdr->armed.store(1, std::memory_order_relaxed);
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+            if (q.hdr->prod.load(std::memory_order_relaxed) != q.cons) activate(&q);
+            return;
+    }
 }
 
 void Agent::on_cm_frame(dp::Worker &, const uint8_t *frame, uint32_t len, uint8_t plane, uint64_t) {
@@ -83,24 +171,38 @@ void Agent::on_cm_frame(dp::Worker &, const uint8_t *frame, uint32_t len, uint8_
     if (rte_ring_sp_enqueue(cm_->ring, m) != 0) {
         delete m;
         cm_->overflow.fetch_add(1, std::memory_order_relaxed);
+        return;
+    }
+    // Wake the server thread (it drains the ring until empty after reading
+    // the eventfd, so the first frame of a batch is enough).
+    if (rte_ring_count(cm_->ring) == 1 && cm_->wake_fd >= 0) {
+        const uint64_t one = 1;
+        [[maybe_unused]] const ssize_t r = ::write(cm_->wake_fd, &one, sizeof one);
     }
 }
 
 // ---- servicing a QP ---------------------------------------------------------
 
-uint32_t Agent::service(AgentQp &q) {
+uint32_t Agent::service(AgentQp &q, Next &next) {
     uint32_t space = q.cq->space();
     // Completions first: they make room in the core for more work.
-    uint32_t work = complete_sends(q, space);
-    work += complete_recvs(q, space);
+    const uint32_t sends = complete_sends(q, space);
+    const uint32_t recvs = complete_recvs(q, space);
+    uint32_t work = sends + recvs;
+    next = Next::kArm;
     const QpState st = q.qp->state();
-    if (st != QpState::kRts && st != QpState::kError) return work;  // not connected yet
-    const uint32_t avail = sqes_available(q, st);
-    if (st == QpState::kRts)
-        work += post_sqes(q, avail, space);
-    else
-        work += flush_sqes(q, avail, space);
-    q.hdr->cons.store(q.cons, std::memory_order_release);
+    if (st == QpState::kRts || st == QpState::kError) {
+        const uint32_t avail = sqes_available(q, st);
+        if (st == QpState::kRts)
+            work += post_sqes(q, avail, space, next);
+        else
+            work += flush_sqes(q, avail, space);
+        q.hdr->cons.store(q.cons, std::memory_order_release);
+    }
+    if (space == 0)
+        next = Next::kWaitCq;  // more may be waiting for the ring
+    else if (sends == 32 || recvs == 32 || (q.qp->state() == QpState::kError && !q.event_sent))
+        next = Next::kStay;
     return work;
 }
 
@@ -167,9 +269,10 @@ uint8_t Agent::check_sqe(const AgentQp &q, const ipc::Sqe &s) const {
 // RTS: takes up to 32 work requests from the ring and posts them. A bad
 // one completes with its error and fails the QP; a full core queue leaves
 // the rest in the ring.
-uint32_t Agent::post_sqes(AgentQp &q, uint32_t avail, uint32_t &space) {
+uint32_t Agent::post_sqes(AgentQp &q, uint32_t avail, uint32_t &space, Next &next) {
     uint32_t work = 0;
     const uint32_t budget = std::min<uint32_t>(avail, 32);
+    if (avail > budget) next = Next::kStay;  // its turn is over; more next poll
     for (uint32_t i = 0; i < budget; ++i) {
         // One copy: every field is read once, after which the
         // application can change the slot without effect.
@@ -198,7 +301,12 @@ uint32_t Agent::post_sqes(AgentQp &q, uint32_t avail, uint32_t &space) {
         wr.rkey = s.rkey;
         wr.with_imm = s.opcode == MRC_WR_WRITE_WITH_IMM;
         wr.imm = s.imm;
-        if (q.qp->post_write(wr) != PostResult::kOk) break;  // full: the rest waits in the ring
+        const PostResult r = q.qp->post_write(wr);
+        if (r == PostResult::kQueueFull) {
+            next = Next::kPark;  // the rest waits in the ring until a completion makes room
+            break;
+        }
+        if (r != PostResult::kOk) break;
         q.use(mrs_, slot);
         ++q.cons;
         ++work;
@@ -266,26 +374,38 @@ void Agent::run(cmd::DeregMr &c, CommandAnswer &a) {
 }
 
 void Agent::run(cmd::AddCq &c, CommandAnswer &) {
+    // The ring is new (the application has not seen it yet): its header can
+    // be believed once, here.
     auto b = std::make_unique<AgentCq>();
     b->id = c.cq_id;
     b->hdr = c.ring;
     b->cqes = ipc::ring_entries<ipc::Cqe>(c.ring);
-    b->mask = c.ring->entries - 1;
-    b->prod = c.ring->prod.load(std::memory_order_relaxed);
+    const uint32_t entries = c.ring->entries;
+    b->mask = entries - 1;
+    b->prod = b->published = c.ring->prod.load(std::memory_order_relaxed);
+    if (c.bells) {
+        b->bells = reinterpret_cast<std::atomic<uint64_t> *>(
+            reinterpret_cast<uint8_t *>(c.ring) + ipc::bell_offset(entries, sizeof(ipc::Cqe)));
+        b->by_bell.assign(c.bells, nullptr);
+    }
     cqs_.push_back(std::move(b));
 }
 
 void Agent::run(cmd::DelCq &c, CommandAnswer &) {
+    written_.erase(std::remove_if(written_.begin(), written_.end(),
+                                  [&](const AgentCq *b) { return b->id == c.cq_id; }),
+                   written_.end());
     cqs_.erase(
         std::remove_if(cqs_.begin(), cqs_.end(), [&](const auto &b) { return b->id == c.cq_id; }),
         cqs_.end());
 }
 
 void Agent::run(cmd::CreateQp &c, CommandAnswer &a) {
-    AgentCq *cq = nullptr;
-    for (auto &b : cqs_)
-        if (b->id == c.cq_id) cq = b.get();
+    AgentCq *cq = find_cq(c.cq_id);
     if (cq == nullptr) return fail(a, "no such CQ on this worker");
+    if (c.bell >= cq->by_bell.size() || cq->by_bell[c.bell] != nullptr)
+        return fail(
+            a, fmt::format("doorbell bit {} of CQ {} is taken or out of range", c.bell, c.cq_id));
     Endpoint &ep = w_->endpoint();
     auto q = ep.create_qp(c.config);
     if (!q) return fail(a, q.error().message);
@@ -303,7 +423,10 @@ void Agent::run(cmd::CreateQp &c, CommandAnswer &a) {
     while (depth < c.config.max_send_wr)
         depth <<= 1;
     b->uses.assign(depth, 0);
+    b->bell = c.bell;
     c.wire_qpn = b->wire_qpn;
+    cq->by_bell[c.bell] = b.get();
+    by_local_[b->qp->qpn()] = b.get();
     qps_.push_back(std::move(b));
 }
 
@@ -314,13 +437,22 @@ void Agent::run(cmd::ConnectQp &c, CommandAnswer &a) {
     if (r) r = q->qp->to_rtr(c.peer, Psn(c.expected_psn));
     if (r) r = q->qp->to_rts(Psn(c.start_psn));
     if (!r) fail(a, r.error().message);
+    activate(q);  // what the application posted before its connect finished
 }
 
 void Agent::run(cmd::DestroyQp &c, CommandAnswer &a) {
     for (auto it = qps_.begin(); it != qps_.end(); ++it) {
         if ((*it)->wire_qpn != c.wire_qpn) continue;
-        (*it)->release_all(mrs_);
-        const uint32_t local = (*it)->qp->qpn();
+        AgentQp *q = it->get();
+        q->release_all(mrs_);
+        const uint32_t local = q->qp->qpn();
+        if (q->active) active_.erase(std::find(active_.begin(), active_.end(), q));
+        if (q->waiting) {
+            auto &wl = q->cq->waiting;
+            wl.erase(std::find(wl.begin(), wl.end(), q));
+        }
+        q->cq->by_bell[q->bell] = nullptr;
+        by_local_[local] = nullptr;
         qps_.erase(it);
         if (auto r = w_->endpoint().destroy_qp(local); !r) fail(a, r.error().message);
         return;
@@ -335,6 +467,7 @@ void Agent::run(cmd::ErrorQp &c, CommandAnswer &) {
         q->event_status = c.status;
         q->qp->to_error(WcStatus::kFlushed);
     }
+    activate(q);
 }
 
 void Agent::run(cmd::SendCm &c, CommandAnswer &) {
@@ -365,6 +498,7 @@ void Agent::run(cmd::Shutdown &, CommandAnswer &) {
             q->qp->to_error(WcStatus::kFlushed);
         else if (q->qp->state() != QpState::kError)
             q->hdr->state.store(ipc::kRingShutdown, std::memory_order_release);
+        activate(q.get());
     }
 }
 

@@ -5,11 +5,18 @@
 //
 // Per poll the Agent
 //   1. runs the server's commands (command.h), one handler per command;
-//   2. services each QP: completions first (core to CQ ring, as far as the
-//      ring has room), then up to 32 new work requests taken from the QP's
-//      send-queue ring (copied once, checked, posted), or, for a QP in the
-//      error state, flushes what is left in its ring and writes the QP event;
-//   3. publishes every CQ ring's producer index.
+//   2. finds the QPs with work, never by looking at every QP: those the core
+//      names (new completions, the error state), those whose doorbell an
+//      application rang (client/ipc.h), those waiting for room in a CQ ring
+//      that the application has since polled, and those still busy from the
+//      last poll;
+//   3. services each of them: completions first (core to CQ ring, as far as
+//      the ring has room), then up to 32 new work requests taken from the
+//      QP's send-queue ring (copied once, checked, posted), or, for a QP in
+//      the error state, flushes what is left in its ring and writes the QP
+//      event; a QP left with nothing to do is parked (its doorbell armed);
+//   4. publishes the producer index of each CQ ring it wrote.
+// An idle QP costs nothing per poll; an idle CQ costs one load.
 #pragma once
 
 #include <atomic>
@@ -38,6 +45,7 @@ struct CmInbox {
     rte_ring *ring = nullptr;           // of CmFrame *, worker 0 -> server
     std::atomic<uint64_t> overflow{0};  // frames dropped: the ring was full
     std::atomic<uint64_t> oversize{0};  // frames dropped: longer than a CmFrame holds
+    int wake_fd = -1;                   // eventfd: written when a frame lands in an empty ring
 };
 
 class Agent final : public dp::WorkerApp {
@@ -53,12 +61,16 @@ class Agent final : public dp::WorkerApp {
 
   private:
     // A completion ring as the worker writes it.
+    struct AgentQp;
     struct AgentCq {
         uint32_t id = 0;
         ipc::RingHdr *hdr = nullptr;
         ipc::Cqe *cqes = nullptr;
         uint32_t mask = 0;
-        uint32_t prod = 0;  // published at the end of each poll
+        uint32_t prod = 0;                       // published at the end of the poll that wrote it
+        std::atomic<uint64_t> *bells = nullptr;  // doorbell bitmap (client/ipc.h)
+        std::vector<AgentQp *> by_bell;          // bit -> QP
+        std::vector<AgentQp *> waiting;          // QPs parked until the ring has room
         uint32_t space() const {
             const uint32_t used = prod - hdr->cons.load(std::memory_order_acquire);
             return used > mask + 1 ? 0 : mask + 1 - used;  // a hostile index: no room
@@ -68,6 +80,8 @@ class Agent final : public dp::WorkerApp {
             ++prod;
         }
         void publish() { hdr->prod.store(prod, std::memory_order_release); }
+        uint32_t published = 0;
+        bool listed = false;  // on the agent's list of CQs to publish
     };
     // A region in this worker's table (by key slot).
     struct LocalMr {
@@ -88,9 +102,12 @@ class Agent final : public dp::WorkerApp {
         uint32_t mask = 0;
         uint32_t cons = 0;  // published at the end of each service
         AgentCq *cq = nullptr;
+        uint32_t bell = 0;
         uint8_t event_status = 0;  // why the QP errored, when not the core's reason
         bool event_sent = false;
         bool shutdown = false;
+        bool active = false;   // on the list of QPs to service next poll
+        bool waiting = false;  // on its CQ's list of QPs waiting for room
         // The region (key slot) of every work request the core holds, in
         // posting order (the core completes in that order): a region is
         // not let go while a request may still read it.
@@ -123,18 +140,36 @@ class Agent final : public dp::WorkerApp {
     void run(cmd::CountOutstanding &c, CommandAnswer &a);
     void run(cmd::Shutdown &c, CommandAnswer &a);
 
+    // Finding the QPs with work.
+    void activate(AgentQp *q) {
+        if (q != nullptr && !q->active) {
+            q->active = true;
+            active_.push_back(q);
+        }
+    }
+    void take_core_notices();
+    void take_doorbells();
+    void take_cq_room();
+    // What becomes of a QP after its service.
+    enum class Next : uint8_t { kStay, kPark, kArm, kWaitCq };
+    void settle(AgentQp &q, Next next);
+
     // Servicing one QP; `space` is what is left of its CQ ring.
-    uint32_t service(AgentQp &q);
+    uint32_t service(AgentQp &q, Next &next);
     uint32_t complete_sends(AgentQp &q, uint32_t &space);
     uint32_t complete_recvs(AgentQp &q, uint32_t &space);
     uint32_t sqes_available(AgentQp &q, QpState st);
-    uint32_t post_sqes(AgentQp &q, uint32_t avail, uint32_t &space);
+    uint32_t post_sqes(AgentQp &q, uint32_t avail, uint32_t &space, Next &next);
     uint8_t check_sqe(const AgentQp &q, const ipc::Sqe &s) const;
     uint32_t flush_sqes(AgentQp &q, uint32_t avail, uint32_t &space);
 
     AgentQp *find(uint32_t wire_qpn) {
-        for (auto &q : qps_)
-            if (q->wire_qpn == wire_qpn) return q.get();
+        const Qp *q = w_->endpoint().qp_by_wire(wire_qpn);
+        return q != nullptr && q->qpn() < by_local_.size() ? by_local_[q->qpn()] : nullptr;
+    }
+    AgentCq *find_cq(uint32_t id) {
+        for (auto &b : cqs_)
+            if (b->id == id) return b.get();
         return nullptr;
     }
 
@@ -143,6 +178,10 @@ class Agent final : public dp::WorkerApp {
     rte_ring *cmds_ = nullptr;
     std::vector<std::unique_ptr<AgentCq>> cqs_;
     std::vector<std::unique_ptr<AgentQp>> qps_;
+    std::vector<AgentQp *> by_local_;  // by the core's local QPN
+    std::vector<AgentQp *> active_, servicing_;
+    std::vector<AgentCq *> written_;  // CQs to publish at the end of the poll
+    uint32_t notified_[64];
     std::vector<LocalMr> mrs_;  // by key slot
     SendCompletion sc_[32];
     RecvCompletion rc_[32];

@@ -170,14 +170,19 @@ cmd::ConnectQp Daemon::connect_command(QpRec &r, const wire::CmFields &f, uint32
 
 // ---- frames in ------------------------------------------------------------------
 
+// Until the ring is empty: worker 0 wakes this thread only for a frame
+// that finds it empty (agent.cc).
 void Daemon::poll_cm() {
     void *objs[32];
-    const unsigned n = rte_ring_sc_dequeue_burst(cm_in_.ring, objs, 32, nullptr);
-    for (unsigned i = 0; i < n; ++i) {
-        auto *m = static_cast<CmFrame *>(objs[i]);
-        on_cm(m->frame, m->len, m->plane);
-        delete m;
-    }
+    unsigned n;
+    do {
+        n = rte_ring_sc_dequeue_burst(cm_in_.ring, objs, 32, nullptr);
+        for (unsigned i = 0; i < n; ++i) {
+            auto *m = static_cast<CmFrame *>(objs[i]);
+            on_cm(m->frame, m->len, m->plane);
+            delete m;
+        }
+    } while (n == 32);
     ctr_.cm_dropped = cm_in_.overflow.load(std::memory_order_relaxed) +
                       cm_in_.oversize.load(std::memory_order_relaxed);
 }

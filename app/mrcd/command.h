@@ -46,6 +46,7 @@ struct DeregMr {
 struct AddCq {
     uint32_t cq_id = 0;
     ipc::RingHdr *ring = nullptr;
+    uint32_t bells = 0;  // bits of its doorbell bitmap
 };
 
 struct DelCq {
@@ -57,6 +58,7 @@ struct CreateQp {
     uint32_t client = 0;
     uint32_t cq_id = 0;
     ipc::RingHdr *sq_ring = nullptr;
+    uint32_t bell = 0;  // its bit in the CQ's doorbell bitmap
     QpConfig config;
     uint32_t wire_qpn = 0;  // answer: the QP's number on the wire
 };

@@ -9,6 +9,7 @@
 #include <rte_errno.h>
 #include <rte_ring.h>
 #include <rte_telemetry.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -75,6 +76,7 @@ Daemon::~Daemon() {
     }
     for (auto &a : agents_)
         dp_->worker(uint32_t(&a - &agents_[0])).set_app(nullptr);
+    if (cm_in_.wake_fd >= 0) ::close(cm_in_.wake_fd);
     if (cm_in_.ring != nullptr) {
         void *m;
         while (rte_ring_sc_dequeue(cm_in_.ring, &m) == 0)
@@ -92,6 +94,9 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig &cfg, dp::Data
         rte_ring_create("mrcd_cm_in", kCmInCap, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
     if (d->cm_in_.ring == nullptr)
         return Error{fmt::format("cannot create the CM ring: {}", rte_strerror(rte_errno))};
+    d->cm_in_.wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (d->cm_in_.wake_fd < 0)
+        return Error{fmt::format("eventfd for the CM ring: {}", std::strerror(errno))};
     for (uint32_t w = 0; w < dp->workers(); ++w) {
         d->agents_.push_back(
             std::make_unique<Agent>(&d->cm_in_, &dp->worker(w), dp->config().max_mrs));
@@ -291,6 +296,7 @@ void Daemon::serve_clients(std::vector<pollfd> &fds, std::vector<uint32_t> &ids)
     fds.clear();
     ids.clear();
     fds.push_back({listen_fd_, POLLIN, 0});
+    fds.push_back({cm_in_.wake_fd, POLLIN, 0});  // a CM frame came in
     for (auto &[id, c] : clients_) {
         fds.push_back({c->fd, POLLIN, 0});
         ids.push_back(id);
@@ -298,8 +304,12 @@ void Daemon::serve_clients(std::vector<pollfd> &fds, std::vector<uint32_t> &ids)
     const int r = ::poll(fds.data(), fds.size(), 1);
     if (r > 0) {
         if (fds[0].revents & POLLIN) accept_clients();
-        for (size_t i = 1; i < fds.size(); ++i)
-            if (fds[i].revents) on_client(*clients_.at(ids[i - 1]));
+        if (fds[1].revents & POLLIN) {
+            uint64_t n;
+            [[maybe_unused]] const ssize_t k = ::read(cm_in_.wake_fd, &n, sizeof n);
+        }
+        for (size_t i = 2; i < fds.size(); ++i)
+            if (fds[i].revents) on_client(*clients_.at(ids[i - 2]));
     }
     for (auto it = clients_.begin(); it != clients_.end();)
         it = it->second->fd < 0 ? clients_.erase(it) : std::next(it);

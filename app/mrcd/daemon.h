@@ -122,8 +122,9 @@ class Daemon {
     Result<QpRec *> new_qp(Client &c, uint32_t cq_id, uint32_t sq_depth, int *status);
     void destroy_qp(Client &c, uint32_t qpn, bool tell_peer);
     uint32_t pd_of(uint32_t client, uint32_t service);
+    // A shared ring (a CQ's with a doorbell bitmap of bell_bits bits).
     Result<std::pair<int, ipc::RingHdr *>> make_ring(uint32_t entries, size_t entry_bytes,
-                                                     const char *name);
+                                                     const char *name, uint32_t bell_bits = 0);
 
     // Connection management (cm.cc).
     void poll_cm();

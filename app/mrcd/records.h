@@ -33,6 +33,9 @@ struct Daemon::CqRec {
     ipc::RingHdr *ring = nullptr;
     uint64_t map_bytes = 0;
     uint32_t entries = 0;
+    // Doorbell bits of its QPs (ipc.h): the next never used, and those freed.
+    uint32_t next_bell = 0;
+    std::vector<uint32_t> free_bells;
 };
 
 struct Daemon::QpRec {
@@ -40,6 +43,7 @@ struct Daemon::QpRec {
     uint32_t client = 0;
     uint32_t worker = 0;
     uint32_t cq_id = 0;
+    uint32_t bell = 0;             // its bit in the CQ's doorbell bitmap
     ipc::RingHdr *ring = nullptr;  // the send queue
     uint64_t map_bytes = 0;
     uint32_t entries = 0;

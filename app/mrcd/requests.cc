@@ -343,15 +343,17 @@ void Daemon::do_create_cq(Client &c, uint32_t seq, const ipc::CreateCqReq &req) 
     if (c.cqs.size() >= cfg_.max_qps_per_client)
         return reply(c, op, seq, MRC_ENOMEM, "too many CQs");
     const uint32_t entries = round_up_pow2(req.depth);
-    auto ring = make_ring(entries, sizeof(ipc::Cqe), "mrc-cq");
+    // A doorbell bit for every QP the application may have.
+    const uint32_t bells = cfg_.max_qps_per_client;
+    auto ring = make_ring(entries, sizeof(ipc::Cqe), "mrc-cq", bells);
     if (!ring) return reply(c, op, seq, MRC_ENOMEM, ring.error().message);
     CqRec r;
     r.id = next_cq_++;
     r.worker = next_worker_++ % uint32_t(agents_.size());
     r.ring = ring->second;
     r.entries = entries;
-    r.map_bytes = ipc::ring_bytes(entries, sizeof(ipc::Cqe));
-    run_on(r.worker, cmd::AddCq{.cq_id = r.id, .ring = r.ring});
+    r.map_bytes = ipc::ring_bytes(entries, sizeof(ipc::Cqe), bells);
+    run_on(r.worker, cmd::AddCq{.cq_id = r.id, .ring = r.ring, .bells = bells});
     c.cqs[r.id] = r;
     ipc::RingRep rep{r.id, entries, r.map_bytes, 0, r.id};
     reply(c, op, seq, MRC_OK, "", &rep, sizeof rep, ring->first);
@@ -391,8 +393,12 @@ Result<Daemon::QpRec *> Daemon::new_qp(Client &c, uint32_t cq_id, uint32_t sq_de
     const uint32_t entries = round_up_pow2(sq_depth);
     auto ring = make_ring(entries, sizeof(ipc::Sqe), "mrc-sq");
     if (!ring) return ring.error();
+    CqRec &cr = cq->second;
+    uint32_t bell = cr.next_bell;
+    if (!cr.free_bells.empty()) bell = cr.free_bells.back();
+    ring->second->bell = bell;
     cmd::CreateQp create{
-        .client = c.id, .cq_id = cq_id, .sq_ring = ring->second, .config = cfg_.qp};
+        .client = c.id, .cq_id = cq_id, .sq_ring = ring->second, .bell = bell, .config = cfg_.qp};
     QpConfig &qc = create.config;
     qc.mtu_payload_bytes = dp_->max_payload_bytes();
     qc.ev.evs = cfg_.evs_per_plane * dp_->planes();
@@ -405,8 +411,13 @@ Result<Daemon::QpRec *> Daemon::new_qp(Client &c, uint32_t cq_id, uint32_t sq_de
         ::close(ring->first);
         return Error{a.error};
     }
+    if (cr.free_bells.empty())
+        ++cr.next_bell;
+    else
+        cr.free_bells.pop_back();
     auto q = std::make_unique<QpRec>();
     q->wire_qpn = create.wire_qpn;
+    q->bell = bell;
     q->client = c.id;
     q->worker = cq->second.worker;
     q->cq_id = cq_id;
@@ -438,6 +449,7 @@ void Daemon::destroy_qp(Client &c, uint32_t qpn, bool tell_peer) {
     QpRec &q = *it->second;
     if (tell_peer && q.connected) send_disconnect(q);
     run_on(q.worker, cmd::DestroyQp{.wire_qpn = qpn});
+    if (auto cq = c.cqs.find(q.cq_id); cq != c.cqs.end()) cq->second.free_bells.push_back(q.bell);
     if (q.memfd >= 0) ::close(q.memfd);
     ::munmap(q.ring, q.map_bytes);
     c.qps.erase(std::remove(c.qps.begin(), c.qps.end(), qpn), c.qps.end());
@@ -545,8 +557,8 @@ uint32_t Daemon::pd_of(uint32_t client, uint32_t service) {
 }
 
 Result<std::pair<int, ipc::RingHdr *>> Daemon::make_ring(uint32_t entries, size_t entry_bytes,
-                                                         const char *name) {
-    const size_t bytes = ipc::ring_bytes(entries, entry_bytes);
+                                                         const char *name, uint32_t bell_bits) {
+    const size_t bytes = ipc::ring_bytes(entries, entry_bytes, bell_bits);
     const int fd = ::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) return Error{fmt::format("memfd_create: {}", std::strerror(errno))};
     if (::ftruncate(fd, off_t(bytes)) != 0 ||
@@ -567,6 +579,10 @@ Result<std::pair<int, ipc::RingHdr *>> Daemon::make_ring(uint32_t entries, size_
     h->entries = entries;
     h->entry_bytes = uint32_t(entry_bytes);
     h->state.store(ipc::kRingOk);
+    h->bell = bell_bits;
+    h->bell_offset = bell_bits ? uint32_t(ipc::bell_offset(entries, entry_bytes)) : 0;
+    h->armed.store(0);
+    h->rung.store(0);
     return std::make_pair(fd, h);
 }
 

@@ -26,6 +26,7 @@ inline constexpr uint32_t kMagic = 0x3143524d;  // "MRC1" little-endian
 inline constexpr uint16_t kVersion = 1;         // = MRC_API_VERSION
 inline constexpr size_t kMaxMessageBytes = 64 * 1024;
 inline constexpr uint32_t kMaxRingEntries = 1u << 16;
+inline constexpr uint32_t kMaxBellBits = 1u << 16;  // QPs one CQ can ring for
 
 enum class Op : uint16_t {
     kHello = 1,
@@ -132,12 +133,26 @@ inline constexpr uint32_t kRingOk = 0;
 inline constexpr uint32_t kRingError = 1;     // the QP entered the error state
 inline constexpr uint32_t kRingShutdown = 2;  // the daemon is stopping
 
+// Doorbells: a worker looks only at the QPs that have work, not at every
+// QP's ring each loop. A QP's completion queue carries a bitmap with one bit
+// per QP on it (its `bell`); when the worker has emptied a send queue it
+// parks the QP and sets `armed`. The application, after publishing `prod`
+// (and a full fence), finds `armed` set, clears it, sets the QP's bit in the
+// CQ's bitmap and then the CQ's `rung`. The worker checks each CQ's `rung`
+// per loop and services the QPs whose bits it takes. The fence pairs with
+// the worker's own (armed, then prod again) so that one of the two sides
+// always sees the other: no post waits without a bell, and a busy QP costs
+// no atomic read-modify-write per post.
 struct RingHdr {
     alignas(64) std::atomic<uint32_t> prod;
     alignas(64) std::atomic<uint32_t> cons;
     alignas(64) uint32_t entries;  // written by the daemon before the ring is handed out
     uint32_t entry_bytes;
     std::atomic<uint32_t> state;
+    uint32_t bell;                // SQ: this QP's bit in its CQ's bitmap; CQ: bits in the bitmap
+    uint32_t bell_offset;         // CQ: where the bitmap starts (bytes from this header)
+    std::atomic<uint32_t> armed;  // SQ: the worker parked the QP (the next post rings)
+    std::atomic<uint32_t> rung;   // CQ: some bit of the bitmap was set
     uint32_t pad;
 };
 static_assert(sizeof(RingHdr) == 192);
@@ -167,9 +182,32 @@ struct Cqe {
 };
 static_assert(sizeof(Cqe) == 32);
 
-inline constexpr size_t ring_bytes(uint32_t entries, size_t entry_bytes) {
-    const size_t b = sizeof(RingHdr) + size_t{entries} * entry_bytes;
+// A ring's mapping: the header, the entries, then (CQs) `bell_bits` bits of
+// doorbell bitmap, 64-bit words aligned to a cache line.
+inline constexpr size_t bell_offset(uint32_t entries, size_t entry_bytes) {
+    return (sizeof(RingHdr) + size_t{entries} * entry_bytes + 63) / 64 * 64;
+}
+inline constexpr size_t ring_bytes(uint32_t entries, size_t entry_bytes, uint32_t bell_bits = 0) {
+    const size_t b = bell_offset(entries, entry_bytes) + (size_t{bell_bits} + 63) / 64 * 8;
     return (b + 4095) / 4096 * 4096;
+}
+inline std::atomic<uint64_t> *ring_bells(RingHdr *h) {
+    return reinterpret_cast<std::atomic<uint64_t> *>(reinterpret_cast<uint8_t *>(h) +
+                                                     h->bell_offset);
+}
+
+// The application's half of the doorbell, right after it published a send
+// queue's `prod`: rings the QP's bit in its completion queue `cq` when the
+// worker parked the QP. (libmrc's post; tests that write rings by hand.)
+inline void ring_doorbell(RingHdr *sq, RingHdr *cq) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!sq->armed.load(std::memory_order_relaxed) ||
+        !sq->armed.exchange(0, std::memory_order_acq_rel))
+        return;
+    const uint32_t bell = sq->bell;
+    if (bell >= cq->bell) return;
+    ring_bells(cq)[bell / 64].fetch_or(uint64_t{1} << (bell % 64), std::memory_order_release);
+    cq->rung.store(1, std::memory_order_seq_cst);
 }
 template <typename E>
 inline E *ring_entries(RingHdr *h) {

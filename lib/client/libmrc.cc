@@ -196,8 +196,11 @@ int request(mrc_context *ctx, Op op, const void *body, size_t body_len, void *re
 // Maps a ring the daemon created; checks it is what the reply says.
 int map_ring(mrc_context *ctx, int fd, const RingRep &rep, size_t entry_bytes, RingHdr **out) {
     if (fd < 0) return fail(ctx, MRC_EDAEMON, "the daemon sent no ring");
+    // A CQ's mapping also holds its doorbell bitmap (ipc.h): up to a bit per
+    // possible QP.
     if (rep.entries == 0 || rep.entries > kMaxRingEntries || (rep.entries & (rep.entries - 1)) ||
-        rep.map_bytes != ring_bytes(rep.entries, entry_bytes)) {
+        rep.map_bytes < ring_bytes(rep.entries, entry_bytes) ||
+        rep.map_bytes > ring_bytes(rep.entries, entry_bytes, kMaxBellBits)) {
         ::close(fd);
         return fail(ctx, MRC_EDAEMON, "the daemon sent a ring of a bad size");
     }
@@ -205,7 +208,11 @@ int map_ring(mrc_context *ctx, int fd, const RingRep &rep, size_t entry_bytes, R
     ::close(fd);
     if (p == MAP_FAILED) return sys_fail(ctx, "mmap of a ring");
     auto *h = static_cast<RingHdr *>(p);
-    if (h->entries != rep.entries || h->entry_bytes != entry_bytes) {
+    const bool cq = entry_bytes == sizeof(Cqe);
+    const uint32_t bells = cq ? h->bell : 0;
+    if (h->entries != rep.entries || h->entry_bytes != entry_bytes || bells > kMaxBellBits ||
+        rep.map_bytes != ring_bytes(rep.entries, entry_bytes, bells) ||
+        (cq && h->bell_offset != bell_offset(rep.entries, entry_bytes))) {
         ::munmap(p, rep.map_bytes);
         return fail(ctx, MRC_EDAEMON, "ring header disagrees with the reply");
     }
@@ -675,6 +682,7 @@ int mrc_post_write(mrc_qp *qp, const struct mrc_wr *wr) {
     e.rkey = wr->rkey;
     ++qp->prod;
     qp->ring->prod.store(qp->prod, std::memory_order_release);
+    if (qp->cq != nullptr) ring_doorbell(qp->ring, qp->cq->ring);
     return MRC_OK;
 }
 

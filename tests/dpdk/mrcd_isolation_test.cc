@@ -171,12 +171,13 @@ class Hostile {
     std::vector<std::unique_ptr<Mapping>> maps_;
 };
 
-// Writes `e` into the send ring's next slot and publishes it, as libmrc
-// does but without its checks.
-void post_raw(ipc::RingHdr *sq, const ipc::Sqe &e) {
+// Writes `e` into the send ring's next slot, publishes it and rings the
+// doorbell in `cq`, as libmrc does but without its checks.
+void post_raw(ipc::RingHdr *sq, ipc::RingHdr *cq, const ipc::Sqe &e) {
     const uint32_t prod = sq->prod.load(std::memory_order_relaxed);
     ipc::ring_entries<ipc::Sqe>(sq)[prod & (sq->entries - 1)] = e;
     sq->prod.store(prod + 1, std::memory_order_release);
+    ipc::ring_doorbell(sq, cq);
 }
 
 // Takes completions from a raw CQ until `want` came or `limit` passed.
@@ -281,7 +282,7 @@ TEST(MrcdIsolation, AnotherApplicationsLocalKeyIsRefused) {
     ASSERT_NE(cq, nullptr) << err;
     ipc::RingHdr *sq = h.qp(cq_id, 16, kService, &err);
     ASSERT_NE(sq, nullptr) << err;
-    post_raw(sq, sqe(7, mrc_mr_key(victim.src), 0, kTargetBytes, t.remote));
+    post_raw(sq, cq, sqe(7, mrc_mr_key(victim.src), 0, kTargetBytes, t.remote));
     const auto c = take_cqes(cq, 2, 5s);
     ASSERT_EQ(c.size(), 2u);
     EXPECT_EQ(c[0].wr_id, 7u);
@@ -407,7 +408,7 @@ TEST(MrcdIsolation, RawWorkRequestsOutsideTheRegionAreRefused) {
         SCOPED_TRACE(k.what);
         ipc::RingHdr *sq = h.qp(cq_id, 16, kService, &err);
         ASSERT_NE(sq, nullptr) << err;
-        post_raw(sq, k.e);
+        post_raw(sq, cq, k.e);
         const auto c = take_cqes(cq, 2, 10s);  // the request's, then the QP event
         ASSERT_EQ(c.size(), 2u);
         EXPECT_EQ(c[0].wr_id, k.e.wr_id);
@@ -422,7 +423,7 @@ TEST(MrcdIsolation, RawWorkRequestsOutsideTheRegionAreRefused) {
     // Inside the bounds: the whole region lands, nothing else.
     ipc::RingHdr *sq = h.qp(cq_id, 16, kService, &err);
     ASSERT_NE(sq, nullptr) << err;
-    post_raw(sq, sqe(10, key, 0, kTargetBytes, to));
+    post_raw(sq, cq, sqe(10, key, 0, kTargetBytes, to));
     const auto c = take_cqes(cq, 1, 10s);
     ASSERT_EQ(c.size(), 1u);
     EXPECT_EQ(c[0].status, MRC_WC_SUCCESS);
@@ -539,6 +540,7 @@ TEST(MrcdIsolation, SendQueueEntryRewrittenWhileTheDaemonReadsIt) {
         ASSERT_TRUE(wait_until([&] { return filled.load(); }, 5s, 0ms));
         for (uint32_t n = 0; n < 256 && sq->state.load() == ipc::kRingOk; ++n) {
             sq->prod.store(sq->prod.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+            ipc::ring_doorbell(sq, cq);
             const uint64_t before = taken;
             wait_until(
                 [&] {

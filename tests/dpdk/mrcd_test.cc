@@ -540,6 +540,7 @@ TEST(Mrcd, HostileRingIndexOnlyHurtsItsOwnQp) {
     e[0].lkey = 0x1234501;
     e[0].length = 100;
     sqh->prod.store(1, std::memory_order_release);
+    ipc::ring_doorbell(sqh, cqh);
     const ipc::Cqe *c = ipc::ring_entries<ipc::Cqe>(cqh);
     ASSERT_TRUE(wait_until([&] { return cqh->prod.load() >= 2; }, 2s, 1ms));
     EXPECT_EQ(c[0].wr_id, 5u);
@@ -557,6 +558,7 @@ TEST(Mrcd, HostileRingIndexOnlyHurtsItsOwnQp) {
     auto *sqh2 = static_cast<ipc::RingHdr *>(
         ::mmap(nullptr, sq2.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, sqfd2, 0));
     sqh2->prod.store(0x80000000u, std::memory_order_release);
+    ipc::ring_doorbell(sqh2, cqh);
     ASSERT_TRUE(wait_until([&] { return cqh->prod.load() >= 3; }, 2s, 1ms));
     EXPECT_EQ(c[2].opcode, MRC_WC_QP_EVENT);
     EXPECT_EQ(c[2].status, MRC_WC_BAD_REQUEST);
