@@ -1,5 +1,7 @@
 #include "sim/simulator.h"
 
+#include <chrono>
+
 namespace mrc::sim {
 namespace detail {
 
@@ -398,7 +400,10 @@ void Simulator::report() {
 }
 
 SimResult Simulator::run() {
+    const auto setup_start = std::chrono::steady_clock::now();
     setup();
+    r_.setup_wall_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
     for (auto &q : apps_)
         post_more(q);
     for (uint32_t h = 0; h < receiver_; ++h)
