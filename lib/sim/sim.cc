@@ -20,6 +20,8 @@ void Simulator::setup() {
     apps_of_host_.resize(hosts);
     tx_scheduled_.assign(hosts, 0);
     timer_at_.assign(hosts, UINT64_MAX);
+    check_at_.assign(hosts, UINT64_MAX);
+    tick_ps_ = std::max<uint64_t>(1, cfg_.timer_tick_ns * 1000);
     for (uint32_t h = 0; h < hosts; ++h) {
         EndpointConfig ec;
         ec.planes = static_cast<uint8_t>(f.planes);
@@ -241,15 +243,53 @@ void Simulator::kick_tx(uint32_t h, uint64_t t_ps) {
     push(t_ps, Ev::kHostTx, h);
 }
 
-// Schedules host h's timer event at its endpoint's next deadline (not at
-// every tick: idle stretches cost nothing).
+// Host h's endpoint was called at t_ps and may have armed a timer. Its
+// timer wheel fires only at tick boundaries, and a timer armed now fires at
+// the first boundary at or after now or later: a look at the endpoint's next
+// deadline at that boundary (check_timer) schedules the timer event in
+// time. Endpoint::next_timer_ns scans every QP, so it is called at most
+// once per tick and host, not after every packet; idle stretches cost
+// nothing.
 void Simulator::ensure_timer(uint32_t h, uint64_t t_ps) {
+    const uint64_t boundary = (t_ps + tick_ps_ - 1) / tick_ps_ * tick_ps_;
+    // A pending check is never later than the boundary: both are the first
+    // tick boundary at or after a time not later than now.
+    if (timer_at_[h] <= boundary || check_at_[h] <= boundary) return;
+    check_at_[h] = boundary;
+    push(boundary, Ev::kTimerCheck, h);
+}
+
+// Schedules host h's timer event at its endpoint's next deadline.
+void Simulator::check_timer(uint32_t h, uint64_t t_ps) {
+    check_at_[h] = UINT64_MAX;
     const uint64_t d_ns = ep_[h]->next_timer_ns();
     if (d_ns == UINT64_MAX) return;
     const uint64_t when = std::max(d_ns * 1000, t_ps);
     if (when >= timer_at_[h]) return;
     timer_at_[h] = when;
     push(when, Ev::kTimer, h);
+}
+
+void Simulator::on_timer(uint32_t h, uint64_t t_ps) {
+    if (t_ps != timer_at_[h]) return;  // superseded by an earlier one
+    timer_at_[h] = UINT64_MAX;
+    Endpoint &ep = *ep_[h];
+    const uint32_t armed = ep.armed_timers();
+    ep.on_time(t_ps / 1000);
+    // A timer completes work only by failing its QP (Qp::fail flushes the
+    // send queue); a QP that failed does not re-arm, and the timers that
+    // fired may re-arm only themselves: fewer timers armed is the sign to
+    // look for failed QPs, and only then are this host's QPs scanned.
+    if (ep.armed_timers() < armed)
+        for (const uint32_t i : apps_of_host_[h]) {
+            const QpApp &q = apps_[i];
+            const Qp *mine = is_receiver(h) ? q.b : q.a;
+            if (q.done || mine->state() != QpState::kError) continue;
+            app_qp(i);
+            kick_tx(q.sender, t_ps);
+        }
+    kick_tx(h, t_ps);
+    ensure_timer(h, t_ps);
 }
 
 void Simulator::host_tx(uint32_t h, uint64_t t_ps) {
@@ -457,19 +497,12 @@ SimResult Simulator::run() {
             case Ev::kHostTx:
                 host_tx(e.arg, t_ps);
                 break;
-            case Ev::kTimer: {
-                const uint32_t h = e.arg;
-                if (t_ps != timer_at_[h]) break;  // superseded by an earlier one
-                timer_at_[h] = UINT64_MAX;
-                ep_[h]->on_time(t_ps / 1000);
-                for (const uint32_t i : apps_of_host_[h]) {
-                    app_qp(i);
-                    kick_tx(apps_[i].sender, t_ps);
-                }
-                kick_tx(h, t_ps);
-                ensure_timer(h, t_ps);
+            case Ev::kTimer:
+                on_timer(e.arg, t_ps);
                 break;
-            }
+            case Ev::kTimerCheck:
+                check_timer(e.arg, t_ps);
+                break;
         }
     }
     if (!all_done() && !r_.timed_out) r_.timed_out = true;  // nothing left to do, yet not finished

@@ -27,6 +27,7 @@ enum class Ev : uint8_t {
     kDeliver,
     kHostTx,
     kTimer,
+    kTimerCheck,
     kScore,
     kLink,
     kSample,
@@ -148,6 +149,8 @@ class Simulator {
     void setup();
     void kick_tx(uint32_t h, uint64_t t_ps);
     void ensure_timer(uint32_t h, uint64_t t_ps);
+    void check_timer(uint32_t h, uint64_t t_ps);
+    void on_timer(uint32_t h, uint64_t t_ps);
     void host_tx(uint32_t h, uint64_t t_ps);
     void through_path(uint32_t pi, uint64_t t_ps);
     void through_core(uint32_t pi, uint64_t t_ps);
@@ -179,6 +182,9 @@ class Simulator {
     std::vector<std::unique_ptr<Endpoint>> ep_;
     std::vector<uint8_t> tx_scheduled_;
     std::vector<uint64_t> timer_at_;  // per host: when its timer event is due (UINT64_MAX: none)
+    std::vector<uint64_t>
+        check_at_;          // per host: when its next timer check is due (UINT64_MAX: none)
+    uint64_t tick_ps_ = 1;  // the endpoints' timer tick
     std::vector<std::vector<QueueState>> nic_;
     std::vector<std::vector<uint32_t>> apps_of_host_;
     std::vector<PathState> paths_;
