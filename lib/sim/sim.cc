@@ -111,6 +111,7 @@ void Simulator::setup() {
         const Psn start_b(static_cast<uint32_t>(rng_.next()));
         note_setup(q.a->to_rtr(pa, start_b));
         note_setup(q.b->to_rtr(pb, start_a));
+        q.first_psn = start_a;
         note_setup(q.a->to_rts(start_a));
         note_setup(q.b->to_rts(start_b));
         // The region, with a guard on each side that nothing may write.

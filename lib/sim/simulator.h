@@ -76,6 +76,10 @@ struct QpApp {
     uint64_t next_msn_expected = 0;
     uint64_t start_ps = 0;
     uint64_t last_completion_ps = 0;
+    Psn first_psn;  // of the requester's data
+    // Per data PSN, from first_psn on: what the fabric did to it (kArrived,
+    // kHeldBack, kDuplicated); one byte per packet the QP sent.
+    std::vector<uint8_t> fate;
     bool victim = false;
     bool done = false;
     bool errored = false;
@@ -170,6 +174,12 @@ class Simulator {
     void app_qp(uint32_t qi);
     void final_check();
     void note_fate(const Pkt &p, uint8_t bit);
+    uint8_t &fate_of(uint32_t app, uint32_t psn) {
+        std::vector<uint8_t> &f = apps_[app].fate;
+        const uint32_t i = (psn - apps_[app].first_psn.value()) & Psn::kMask;
+        if (i >= f.size()) f.resize(std::max<size_t>(size_t(i) + 1, 2 * f.size()), 0);
+        return f[i];
+    }
     static constexpr uint8_t kArrived = 1, kHeldBack = 2, kDuplicated = 4;
     static constexpr size_t kGuardBytes = 4096;
     static constexpr uint8_t kGuardByte = 0xa5;
@@ -205,7 +215,6 @@ class Simulator {
     // (app, PSN) -> how often a transmission of that PSN, or the ack or
     // NACK it triggered, was dropped: what a retry budget is spent on.
     std::unordered_map<uint64_t, uint32_t> drops_of_psn_;
-    std::unordered_map<uint64_t, uint8_t> fate_;  // (app, PSN) -> kArrived | kHeldBack | ...
     size_t done_qps_ = 0;
     double path_gbps_ = 0;
     double inv_path_gbps_ = 0;
