@@ -22,15 +22,21 @@ void Simulator::setup() {
     timer_at_.assign(hosts, UINT64_MAX);
     check_at_.assign(hosts, UINT64_MAX);
     tick_ps_ = std::max<uint64_t>(1, cfg_.timer_tick_ns * 1000);
+    // Each host's endpoint is sized for its own QPs: a sender's for its
+    // share, the receiver's for all of them.
+    std::vector<uint32_t> qps_of_host(hosts, 0);
+    for (uint32_t i = 0; i < nqps; ++i)
+        ++qps_of_host[i < w.qps ? i % w.senders : w.senders + (i - w.qps)];
+    qps_of_host[receiver_] = nqps;
     for (uint32_t h = 0; h < hosts; ++h) {
         EndpointConfig ec;
         ec.planes = static_cast<uint8_t>(f.planes);
-        ec.max_qps = nqps + 1;
-        ec.max_mrs = nqps + 1;
+        ec.max_qps = qps_of_host[h] + 1;
+        ec.max_mrs = qps_of_host[h] + 1;
         ec.timer_tick_ns = cfg_.timer_tick_ns;
         ep_[h] = std::make_unique<Endpoint>(ec);
         nic_[h].assign(f.planes, QueueState{});
-        app_of_qpn_[h].assign(nqps + 2, UINT32_MAX);
+        app_of_qpn_[h].assign(ec.max_qps + 2, UINT32_MAX);
         if (cfg_.run_scorer) scorers_.emplace_back(cfg_.scorer, static_cast<uint8_t>(f.planes));
     }
     limit_of_.assign(size_t(2) * f.planes, -1);
