@@ -416,6 +416,11 @@ void Simulator::report() {
             r_.planes[p].score = scorers_[0].score(uint8_t(p));
             r_.planes[p].state = r_.planes[p].score.state;
         }
+    r_.qps.reserve(apps_.size());
+    size_t evs = 0;
+    for (const QpApp &q : apps_)
+        evs += q.a->evs().entries().size();
+    r_.evs.reserve(evs);
     for (uint32_t qi = 0; qi < apps_.size(); ++qi) {
         const QpApp &q = apps_[qi];
         QpReport qr;
@@ -532,7 +537,7 @@ SimResult Simulator::run() {
                   r_.imm_delivered == imm_expected && !r_.timed_out &&
                   r_.final_slot_mismatches == 0 && r_.guard_bytes_changed == 0 &&
                   r_.setup_error.empty();
-    return r_;
+    return std::move(r_);  // the simulator ends here: no copy of every QP's and EV's report
 }
 
 }  // namespace detail
