@@ -160,11 +160,18 @@ nlohmann::json counters_json(const C &c, const CounterInfo (&info)[N]) {
     return j;
 }
 
-// The most memory the process has held so far (its peak resident set).
-uint64_t peak_rss_bytes() {
+// The process's peak resident set so far, and the CPU time it has used
+// (user and system): on a shared machine, wall time also counts the time
+// others had the CPU.
+struct Usage {
+    uint64_t peak_rss_bytes = 0;
+    double cpu_seconds = 0;
+};
+Usage process_usage() {
     struct rusage ru {};
-    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
-    return uint64_t(ru.ru_maxrss) * 1024;  // Linux reports KiB
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return {};
+    auto s = [](const timeval &t) { return double(t.tv_sec) + double(t.tv_usec) / 1e6; };
+    return {uint64_t(ru.ru_maxrss) * 1024, s(ru.ru_utime) + s(ru.ru_stime)};  // Linux: KiB
 }
 
 }  // namespace
@@ -336,7 +343,7 @@ int main(int argc, char **argv) {
         if (auto q = check_ep.create_qp(c.qp); !q) return usage(q.error().message);
     }
 
-    const uint64_t rss_before = peak_rss_bytes();
+    const Usage before = process_usage();
     const auto t0 = std::chrono::steady_clock::now();
     const sim::SimResult r = sim::run(c);
     const double wall_s =
@@ -346,9 +353,13 @@ int main(int argc, char **argv) {
     // memory the run added, per QP (its requester, its responder, its region).
     const double pps = wall_s > 0 ? double(r.packets_sent) / wall_s : 0;
     const double sim_per_wall = wall_s > 0 ? double(r.sim_time_ns) / 1e9 / wall_s : 0;
-    const uint64_t peak_rss = peak_rss_bytes();
+    const Usage after = process_usage();
+    const double cpu_s = after.cpu_seconds - before.cpu_seconds;
+    const double pps_cpu = cpu_s > 0 ? double(r.packets_sent) / cpu_s : 0;
+    const uint64_t peak_rss = after.peak_rss_bytes;
     const uint32_t nqps = c.work.qps + c.work.victims;
-    const uint64_t rss_per_qp = peak_rss > rss_before ? (peak_rss - rss_before) / nqps : 0;
+    const uint64_t rss_per_qp =
+        peak_rss > before.peak_rss_bytes ? (peak_rss - before.peak_rss_bytes) / nqps : 0;
 
     if (json) {
         nlohmann::json j = {
@@ -384,6 +395,8 @@ int main(int argc, char **argv) {
             {"setup_wall_seconds", r.setup_wall_seconds},
             {"sim_packets_per_wall_second", pps},
             {"sim_seconds_per_wall_second", sim_per_wall},
+            {"cpu_seconds", cpu_s},
+            {"sim_packets_per_cpu_second", pps_cpu},
             {"peak_rss_bytes", peak_rss},
             {"rss_per_qp_bytes", rss_per_qp},
             {"requester", counters_json(r.requester, kQpCounterInfo)},
@@ -456,11 +469,11 @@ int main(int argc, char **argv) {
         std::printf("; deepest queue %lu bytes (last hop %lu)", r.max_queue_bytes,
                     r.max_lasthop_queue_bytes);
         std::printf(
-            "\nsimulator speed: %.3f M packets per wall second, %.3g simulated s per wall s (%.2f "
-            "s "
-            "wall, %.2f s of it set-up); peak RSS %.1f MiB, %.1f KiB per QP\n",
-            pps / 1e6, sim_per_wall, wall_s, r.setup_wall_seconds, double(peak_rss) / 1048576,
-            double(rss_per_qp) / 1024);
+            "\nsimulator speed: %.3f M packets per wall second (%.3f M per CPU second), %.3g "
+            "simulated s per wall s; %.2f s wall (%.2f s of it set-up), %.2f s CPU; peak RSS "
+            "%.1f MiB, %.1f KiB per QP\n",
+            pps / 1e6, pps_cpu / 1e6, sim_per_wall, wall_s, r.setup_wall_seconds, cpu_s,
+            double(peak_rss) / 1048576, double(rss_per_qp) / 1024);
     }
     return r.verified ? 0 : 1;
 }
