@@ -19,6 +19,8 @@
 #include <map>
 #include <sstream>
 
+#include <sys/resource.h>
+
 #include "common/key_values.h"
 #include "core/counters.h"
 #include "core/endpoint.h"
@@ -156,6 +158,20 @@ nlohmann::json counters_json(const C &c, const CounterInfo (&info)[N]) {
     for (size_t i = 0; i < N; ++i)
         j[info[i].name] = v[i];
     return j;
+}
+
+// The process's peak resident set so far, and the CPU time it has used
+// (user and system): on a shared machine, wall time also counts the time
+// others had the CPU.
+struct Usage {
+    uint64_t peak_rss_bytes = 0;
+    double cpu_seconds = 0;
+};
+Usage process_usage() {
+    struct rusage ru {};
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return {};
+    auto s = [](const timeval &t) { return double(t.tv_sec) + double(t.tv_usec) / 1e6; };
+    return {uint64_t(ru.ru_maxrss) * 1024, s(ru.ru_utime) + s(ru.ru_stime)};  // Linux: KiB
 }
 
 }  // namespace
@@ -327,11 +343,23 @@ int main(int argc, char **argv) {
         if (auto q = check_ep.create_qp(c.qp); !q) return usage(q.error().message);
     }
 
+    const Usage before = process_usage();
     const auto t0 = std::chrono::steady_clock::now();
     const sim::SimResult r = sim::run(c);
     const double wall_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // The simulator's own cost: frames the simulated network carried and
+    // simulated time, per second of wall time (set-up included), and the
+    // memory the run added, per QP (its requester, its responder, its region).
     const double pps = wall_s > 0 ? double(r.packets_sent) / wall_s : 0;
+    const double sim_per_wall = wall_s > 0 ? double(r.sim_time_ns) / 1e9 / wall_s : 0;
+    const Usage after = process_usage();
+    const double cpu_s = after.cpu_seconds - before.cpu_seconds;
+    const double pps_cpu = cpu_s > 0 ? double(r.packets_sent) / cpu_s : 0;
+    const uint64_t peak_rss = after.peak_rss_bytes;
+    const uint32_t nqps = c.work.qps + c.work.victims;
+    const uint64_t rss_per_qp =
+        peak_rss > before.peak_rss_bytes ? (peak_rss - before.peak_rss_bytes) / nqps : 0;
 
     if (json) {
         nlohmann::json j = {
@@ -364,7 +392,13 @@ int main(int argc, char **argv) {
             {"timed_out", r.timed_out},
             {"events", r.events},
             {"wall_seconds", wall_s},
+            {"setup_wall_seconds", r.setup_wall_seconds},
             {"sim_packets_per_wall_second", pps},
+            {"sim_seconds_per_wall_second", sim_per_wall},
+            {"cpu_seconds", cpu_s},
+            {"sim_packets_per_cpu_second", pps_cpu},
+            {"peak_rss_bytes", peak_rss},
+            {"rss_per_qp_bytes", rss_per_qp},
             {"requester", counters_json(r.requester, kQpCounterInfo)},
             {"responder", counters_json(r.responder, kQpCounterInfo)},
             {"max_queue_bytes", r.max_queue_bytes},
@@ -434,8 +468,12 @@ int main(int argc, char **argv) {
             std::printf(" %u %s", r.ev_states.state[i], to_string(EvState(i)));
         std::printf("; deepest queue %lu bytes (last hop %lu)", r.max_queue_bytes,
                     r.max_lasthop_queue_bytes);
-        std::printf("\nsimulator speed: %.2f M packets per wall second (%.2f s)\n", pps / 1e6,
-                    wall_s);
+        std::printf(
+            "\nsimulator speed: %.3f M packets per wall second (%.3f M per CPU second), %.3g "
+            "simulated s per wall s; %.2f s wall (%.2f s of it set-up), %.2f s CPU; peak RSS "
+            "%.1f MiB, %.1f KiB per QP\n",
+            pps / 1e6, pps_cpu / 1e6, sim_per_wall, wall_s, r.setup_wall_seconds, cpu_s,
+            double(peak_rss) / 1048576, double(rss_per_qp) / 1024);
     }
     return r.verified ? 0 : 1;
 }

@@ -154,7 +154,7 @@ void Simulator::last_hop_arrive(uint32_t pi, uint64_t t_ps) {
 void Simulator::note_fate(const Pkt &p, uint8_t bit) {
     if (!p.data || is_receiver(p.src)) return;
     const uint32_t app = app_of_qpn_[p.dst][frame_qpn(p.hdr)];
-    if (app != UINT32_MAX) fate_[(uint64_t{app} << 24) | frame_psn(p.hdr)] |= bit;
+    if (app != UINT32_MAX) fate_of(app, frame_psn(p.hdr)) |= bit;
 }
 
 void Simulator::deliver(uint32_t pi, uint64_t t_ps) {
@@ -164,7 +164,7 @@ void Simulator::deliver(uint32_t pi, uint64_t t_ps) {
     if (p.data && !is_receiver(p.src)) {
         const uint32_t app = app_of_qpn_[h][qpn];
         if (app != UINT32_MAX) {
-            uint8_t &f = fate_[(uint64_t{app} << 24) | frame_psn(p.hdr)];
+            uint8_t &f = fate_of(app, frame_psn(p.hdr));
             if (f & kArrived) {
                 ++r_.data_arrived_again;
                 if (!(f & (kHeldBack | kDuplicated))) ++r_.needless_resends;

@@ -1,5 +1,7 @@
 #include "sim/simulator.h"
 
+#include <chrono>
+
 namespace mrc::sim {
 namespace detail {
 
@@ -18,15 +20,23 @@ void Simulator::setup() {
     apps_of_host_.resize(hosts);
     tx_scheduled_.assign(hosts, 0);
     timer_at_.assign(hosts, UINT64_MAX);
+    check_at_.assign(hosts, UINT64_MAX);
+    tick_ps_ = std::max<uint64_t>(1, cfg_.timer_tick_ns * 1000);
+    // Each host's endpoint is sized for its own QPs: a sender's for its
+    // share, the receiver's for all of them.
+    std::vector<uint32_t> qps_of_host(hosts, 0);
+    for (uint32_t i = 0; i < nqps; ++i)
+        ++qps_of_host[i < w.qps ? i % w.senders : w.senders + (i - w.qps)];
+    qps_of_host[receiver_] = nqps;
     for (uint32_t h = 0; h < hosts; ++h) {
         EndpointConfig ec;
         ec.planes = static_cast<uint8_t>(f.planes);
-        ec.max_qps = nqps + 1;
-        ec.max_mrs = nqps + 1;
+        ec.max_qps = qps_of_host[h] + 1;
+        ec.max_mrs = qps_of_host[h] + 1;
         ec.timer_tick_ns = cfg_.timer_tick_ns;
         ep_[h] = std::make_unique<Endpoint>(ec);
         nic_[h].assign(f.planes, QueueState{});
-        app_of_qpn_[h].assign(nqps + 2, UINT32_MAX);
+        app_of_qpn_[h].assign(ec.max_qps + 2, UINT32_MAX);
         if (cfg_.run_scorer) scorers_.emplace_back(cfg_.scorer, static_cast<uint8_t>(f.planes));
     }
     limit_of_.assign(size_t(2) * f.planes, -1);
@@ -107,6 +117,7 @@ void Simulator::setup() {
         const Psn start_b(static_cast<uint32_t>(rng_.next()));
         note_setup(q.a->to_rtr(pa, start_b));
         note_setup(q.b->to_rtr(pb, start_a));
+        q.first_psn = start_a;
         note_setup(q.a->to_rts(start_a));
         note_setup(q.b->to_rts(start_b));
         // The region, with a guard on each side that nothing may write.
@@ -239,15 +250,53 @@ void Simulator::kick_tx(uint32_t h, uint64_t t_ps) {
     push(t_ps, Ev::kHostTx, h);
 }
 
-// Schedules host h's timer event at its endpoint's next deadline (not at
-// every tick: idle stretches cost nothing).
+// Host h's endpoint was called at t_ps and may have armed a timer. Its
+// timer wheel fires only at tick boundaries, and a timer armed now fires at
+// the first boundary at or after now or later: a look at the endpoint's next
+// deadline at that boundary (check_timer) schedules the timer event in
+// time. Endpoint::next_timer_ns scans every QP, so it is called at most
+// once per tick and host, not after every packet; idle stretches cost
+// nothing.
 void Simulator::ensure_timer(uint32_t h, uint64_t t_ps) {
+    const uint64_t boundary = (t_ps + tick_ps_ - 1) / tick_ps_ * tick_ps_;
+    // A pending check is never later than the boundary: both are the first
+    // tick boundary at or after a time not later than now.
+    if (timer_at_[h] <= boundary || check_at_[h] <= boundary) return;
+    check_at_[h] = boundary;
+    push(boundary, Ev::kTimerCheck, h);
+}
+
+// Schedules host h's timer event at its endpoint's next deadline.
+void Simulator::check_timer(uint32_t h, uint64_t t_ps) {
+    check_at_[h] = UINT64_MAX;
     const uint64_t d_ns = ep_[h]->next_timer_ns();
     if (d_ns == UINT64_MAX) return;
     const uint64_t when = std::max(d_ns * 1000, t_ps);
     if (when >= timer_at_[h]) return;
     timer_at_[h] = when;
     push(when, Ev::kTimer, h);
+}
+
+void Simulator::on_timer(uint32_t h, uint64_t t_ps) {
+    if (t_ps != timer_at_[h]) return;  // superseded by an earlier one
+    timer_at_[h] = UINT64_MAX;
+    Endpoint &ep = *ep_[h];
+    const uint32_t armed = ep.armed_timers();
+    ep.on_time(t_ps / 1000);
+    // A timer completes work only by failing its QP (Qp::fail flushes the
+    // send queue); a QP that failed does not re-arm, and the timers that
+    // fired may re-arm only themselves: fewer timers armed is the sign to
+    // look for failed QPs, and only then are this host's QPs scanned.
+    if (ep.armed_timers() < armed)
+        for (const uint32_t i : apps_of_host_[h]) {
+            const QpApp &q = apps_[i];
+            const Qp *mine = is_receiver(h) ? q.b : q.a;
+            if (q.done || mine->state() != QpState::kError) continue;
+            app_qp(i);
+            kick_tx(q.sender, t_ps);
+        }
+    kick_tx(h, t_ps);
+    ensure_timer(h, t_ps);
 }
 
 void Simulator::host_tx(uint32_t h, uint64_t t_ps) {
@@ -367,6 +416,11 @@ void Simulator::report() {
             r_.planes[p].score = scorers_[0].score(uint8_t(p));
             r_.planes[p].state = r_.planes[p].score.state;
         }
+    r_.qps.reserve(apps_.size());
+    size_t evs = 0;
+    for (const QpApp &q : apps_)
+        evs += q.a->evs().entries().size();
+    r_.evs.reserve(evs);
     for (uint32_t qi = 0; qi < apps_.size(); ++qi) {
         const QpApp &q = apps_[qi];
         QpReport qr;
@@ -398,7 +452,10 @@ void Simulator::report() {
 }
 
 SimResult Simulator::run() {
+    const auto setup_start = std::chrono::steady_clock::now();
     setup();
+    r_.setup_wall_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
     for (auto &q : apps_)
         post_more(q);
     for (uint32_t h = 0; h < receiver_; ++h)
@@ -452,19 +509,12 @@ SimResult Simulator::run() {
             case Ev::kHostTx:
                 host_tx(e.arg, t_ps);
                 break;
-            case Ev::kTimer: {
-                const uint32_t h = e.arg;
-                if (t_ps != timer_at_[h]) break;  // superseded by an earlier one
-                timer_at_[h] = UINT64_MAX;
-                ep_[h]->on_time(t_ps / 1000);
-                for (const uint32_t i : apps_of_host_[h]) {
-                    app_qp(i);
-                    kick_tx(apps_[i].sender, t_ps);
-                }
-                kick_tx(h, t_ps);
-                ensure_timer(h, t_ps);
+            case Ev::kTimer:
+                on_timer(e.arg, t_ps);
                 break;
-            }
+            case Ev::kTimerCheck:
+                check_timer(e.arg, t_ps);
+                break;
         }
     }
     if (!all_done() && !r_.timed_out) r_.timed_out = true;  // nothing left to do, yet not finished
@@ -487,7 +537,7 @@ SimResult Simulator::run() {
                   r_.imm_delivered == imm_expected && !r_.timed_out &&
                   r_.final_slot_mismatches == 0 && r_.guard_bytes_changed == 0 &&
                   r_.setup_error.empty();
-    return r_;
+    return std::move(r_);  // the simulator ends here: no copy of every QP's and EV's report
 }
 
 }  // namespace detail

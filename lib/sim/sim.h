@@ -186,6 +186,9 @@ struct SimResult {
     double goodput_gbps = 0;
     std::vector<uint64_t> per_plane_tx_packets;  // data packets A sent on each plane
     uint64_t events = 0;
+    // Wall time the set-up took (hosts, QPs, regions, source data): the one
+    // field that is not the same from run to run.
+    double setup_wall_seconds = 0;
     bool timed_out = false;
     std::string setup_error;  // a QP refused its set-up (the run did not start); empty: none
     // Every QP that errored with kRetryExceeded: how often the fabric

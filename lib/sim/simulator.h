@@ -27,6 +27,7 @@ enum class Ev : uint8_t {
     kDeliver,
     kHostTx,
     kTimer,
+    kTimerCheck,
     kScore,
     kLink,
     kSample,
@@ -75,6 +76,10 @@ struct QpApp {
     uint64_t next_msn_expected = 0;
     uint64_t start_ps = 0;
     uint64_t last_completion_ps = 0;
+    Psn first_psn;  // of the requester's data
+    // Per data PSN, from first_psn on: what the fabric did to it (kArrived,
+    // kHeldBack, kDuplicated); one byte per packet the QP sent.
+    std::vector<uint8_t> fate;
     bool victim = false;
     bool done = false;
     bool errored = false;
@@ -148,6 +153,8 @@ class Simulator {
     void setup();
     void kick_tx(uint32_t h, uint64_t t_ps);
     void ensure_timer(uint32_t h, uint64_t t_ps);
+    void check_timer(uint32_t h, uint64_t t_ps);
+    void on_timer(uint32_t h, uint64_t t_ps);
     void host_tx(uint32_t h, uint64_t t_ps);
     void through_path(uint32_t pi, uint64_t t_ps);
     void through_core(uint32_t pi, uint64_t t_ps);
@@ -167,6 +174,12 @@ class Simulator {
     void app_qp(uint32_t qi);
     void final_check();
     void note_fate(const Pkt &p, uint8_t bit);
+    uint8_t &fate_of(uint32_t app, uint32_t psn) {
+        std::vector<uint8_t> &f = apps_[app].fate;
+        const uint32_t i = (psn - apps_[app].first_psn.value()) & Psn::kMask;
+        if (i >= f.size()) f.resize(std::max<size_t>(size_t(i) + 1, 2 * f.size()), 0);
+        return f[i];
+    }
     static constexpr uint8_t kArrived = 1, kHeldBack = 2, kDuplicated = 4;
     static constexpr size_t kGuardBytes = 4096;
     static constexpr uint8_t kGuardByte = 0xa5;
@@ -179,6 +192,9 @@ class Simulator {
     std::vector<std::unique_ptr<Endpoint>> ep_;
     std::vector<uint8_t> tx_scheduled_;
     std::vector<uint64_t> timer_at_;  // per host: when its timer event is due (UINT64_MAX: none)
+    std::vector<uint64_t>
+        check_at_;          // per host: when its next timer check is due (UINT64_MAX: none)
+    uint64_t tick_ps_ = 1;  // the endpoints' timer tick
     std::vector<std::vector<QueueState>> nic_;
     std::vector<std::vector<uint32_t>> apps_of_host_;
     std::vector<PathState> paths_;
@@ -199,7 +215,6 @@ class Simulator {
     // (app, PSN) -> how often a transmission of that PSN, or the ack or
     // NACK it triggered, was dropped: what a retry budget is spent on.
     std::unordered_map<uint64_t, uint32_t> drops_of_psn_;
-    std::unordered_map<uint64_t, uint8_t> fate_;  // (app, PSN) -> kArrived | kHeldBack | ...
     size_t done_qps_ = 0;
     double path_gbps_ = 0;
     double inv_path_gbps_ = 0;
