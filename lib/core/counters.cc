@@ -14,6 +14,13 @@ QpCounters &QpCounters::operator+=(const QpCounters &o) {
     return *this;
 }
 
+QpCounters &QpCounters::operator-=(const QpCounters &o) {
+#define MRC_COUNTER_SUB(name, doc) name -= o.name;
+    MRC_QP_COUNTERS(MRC_COUNTER_SUB)
+#undef MRC_COUNTER_SUB
+    return *this;
+}
+
 PlaneCounters &PlaneCounters::operator+=(const PlaneCounters &o) {
     MRC_PLANE_COUNTERS(MRC_COUNTER_ADD)
     return *this;

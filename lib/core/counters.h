@@ -112,6 +112,7 @@ struct EndpointCounters {
 struct QpCounters {
     MRC_QP_COUNTERS(MRC_COUNTER_FIELD)
     QpCounters &operator+=(const QpCounters &o);
+    QpCounters &operator-=(const QpCounters &o);
 };
 
 struct PlaneCounters {

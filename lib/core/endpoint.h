@@ -87,8 +87,8 @@ class Endpoint {
     // QP. Returns how many it wrote (up to max); call until 0.
     uint32_t take_notified(uint32_t *qpns, uint32_t max);
     uint32_t armed_timers() const { return timers_.armed_count(); }
-    // When on_time() next has work (UINT64_MAX: no timer armed). O(QPs):
-    // for drivers that sleep until then, like the simulator.
+    // When on_time() next has work (UINT64_MAX: no timer armed). Cost: the
+    // wheel slots up to the earliest timer (see TimerWheel::next_fire_ns).
     uint64_t next_timer_ns() const { return timers_.next_fire_ns(); }
     const EndpointCounters &counters() const { return ctr_; }
 

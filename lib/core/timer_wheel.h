@@ -20,15 +20,21 @@ class TimerWheel {
 
     bool armed(uint32_t id) const { return nodes_[id].slot != kNone; }
     // The earliest time at which advance() will fire a timer (UINT64_MAX if
-    // none armed): the tick boundary its slot is visited at. Scans every id:
-    // for drivers that sleep until the next timer (the simulator), not for
-    // the per-packet path.
+    // none armed): the tick boundary its slot is visited at. Walks the slots
+    // in tick order from the next tick and stops at the first one holding a
+    // timer of this revolution: cost in slots up to the earliest timer, plus
+    // the timers met on the way (all of them only when every timer is more
+    // than a revolution away).
     uint64_t next_fire_ns() const {
+        if (armed_ == 0) return UINT64_MAX;
         uint64_t m = UINT64_MAX;
-        if (armed_ == 0) return m;
-        for (const Node &n : nodes_)
-            if (n.slot != kNone && n.tick < m) m = n.tick;
-        return m == UINT64_MAX ? m : m * tick_ns_;
+        for (uint64_t t = last_tick_ + 1; t <= last_tick_ + slots_.size(); ++t) {
+            for (uint32_t id = slots_[t & mask_]; id != kNone; id = nodes_[id].next)
+                if (nodes_[id].tick < m) m = nodes_[id].tick;
+            // Later slots of this revolution only hold ticks after t.
+            if (m <= t) break;
+        }
+        return m * tick_ns_;
     }
     uint64_t tick_ns() const { return tick_ns_; }
     uint64_t deadline(uint32_t id) const { return nodes_[id].deadline_ns; }

@@ -26,6 +26,8 @@ namespace mrc::dp {
     X(tx_packets, "frames handed to the ports")                                                \
     X(tx_bytes, "bytes handed to the ports")                                                   \
     X(tx_full, "frames dropped because a port's TX queue stayed full (control packets only)")  \
+    X(tx_backpressure,                                                                         \
+      "TX rounds not started because every port's queue was full (the core is not asked)")     \
     X(tx_nombuf, "transmit attempts that found the mbuf pool empty")                           \
     X(tx_port_down, "frames dropped because their port was cut or stopped")                    \
     X(idle_sleeps, "times the worker slept after a run of empty polls (idle-friendly mode)")   \

@@ -101,7 +101,10 @@ struct WorkerSnapshot {
     uint64_t link_up_mask = 0;
     uint64_t table_generation = 0;
 };
-// Slower (every qp_snapshot_ns): per-QP state, and their counters summed.
+// Slower: per-QP state, and their counters summed. A worker refreshes a
+// slice of its QP slots (kQpSnapSlice) every qp_snapshot_ns, so the cost per
+// loop does not grow with the number of QPs; a QP's snapshot is at most
+// max_qps_per_worker / kQpSnapSlice periods old.
 struct QpSnapshot {
     uint32_t wire_qpn = 0;
     uint8_t live = 0;
@@ -183,7 +186,9 @@ class Worker {
     void flush(uint8_t plane);
     void control(uint64_t now_ns);
     void publish(uint64_t now_ns);
-    void publish_qps(uint64_t now_ns);
+    // Refresh up to `slots` QP slots from the cursor on (all of them: a full sweep).
+    void publish_qps(uint64_t now_ns, uint32_t slots);
+    static constexpr uint32_t kQpSnapSlice = 64;
     void drain();
 
     Dataplane *dp_;
@@ -204,6 +209,8 @@ class Worker {
     uint64_t next_tick_ns_ = 0;
     uint64_t next_control_ns_ = 0;
     uint64_t next_qp_snap_ns_ = 0;
+    uint32_t qp_snap_cursor_ = 1;  // next QP slot publish_qps refreshes
+    QpSummary qp_total_;           // the sum over the published snapshots
     uint32_t empty_polls_ = 0;
     uint32_t full_bursts_ = 0;
     uint32_t timer_deferrals_ = 0;  // timer runs put off in a row (RX backlog)

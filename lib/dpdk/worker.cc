@@ -74,7 +74,7 @@ int Worker::run() {
     next_tick_ns_ = now;
     control(now);
     publish(now);
-    publish_qps(now);
+    publish_qps(now, cfg.max_qps_per_worker);
     while (!dp_->stop_.load(std::memory_order_relaxed)) {
         const uint64_t prev = now;
         now = clock_->now_ns();
@@ -124,7 +124,7 @@ int Worker::run() {
             control(now);
             next_control_ns_ = now + kControlPeriodNs;
             if (now >= next_qp_snap_ns_) {
-                publish_qps(now);
+                publish_qps(now, kQpSnapSlice);
                 next_qp_snap_ns_ = now + cfg.qp_snapshot_ns;
             }
         }
@@ -147,7 +147,7 @@ int Worker::run() {
     }
     drain();
     publish(clock_->now_ns());
-    publish_qps(clock_->now_ns());
+    publish_qps(clock_->now_ns(), cfg.max_qps_per_worker);
     return 0;
 }
 
@@ -378,6 +378,14 @@ uint32_t Worker::tx(uint64_t now_ns) {
         for (uint8_t p = 0; p < planes; ++p)
             if ((port_enabled_ & (1u << p)) && txq_[p].n + cfg.burst <= kTxQueueCap)
                 room |= uint8_t(1u << p);
+        // Every queue full: nothing could go out, and asking the core would
+        // still give every ready QP a turn (a walk over all of them per loop
+        // while the devices are the bottleneck). Control packets wait too:
+        // they would find the same full queues.
+        if (room == 0) {
+            ++ctr_.tx_backpressure;
+            break;
+        }
         const uint32_t want = std::min<uint32_t>(cfg.burst, budget);
         if (stash_.size() < want) {
             const size_t have = stash_.size();
@@ -498,11 +506,21 @@ void Worker::publish(uint64_t now_ns) {
     snap_.store(s);
 }
 
-void Worker::publish_qps(uint64_t now_ns) {
-    QpSummary sum;
+void Worker::publish_qps(uint64_t now_ns, uint32_t slots) {
     const uint32_t max = dp_->cfg_.max_qps_per_worker;
-    for (uint32_t i = 1; i <= max; ++i) {
+    slots = std::min(slots, max);
+    for (uint32_t k = 0; k < slots; ++k) {
+        const uint32_t i = qp_snap_cursor_;
+        qp_snap_cursor_ = i == max ? 1 : i + 1;
         const Qp *q = ep_->qp(i);
+        QpSnapshot old;
+        const bool was = qp_snaps_[i].load(&old) && old.live;
+        if (q == nullptr && !was) continue;
+        if (was) {
+            --qp_total_.qps;
+            if (old.state == static_cast<uint8_t>(QpState::kError)) --qp_total_.qps_error;
+            qp_total_.sum -= old.c;
+        }
         QpSnapshot s;
         if (q != nullptr) {
             s.live = 1;
@@ -515,14 +533,13 @@ void Worker::publish_qps(uint64_t now_ns) {
             const EvStateCounts ev = q->evs().counts(now_ns);
             std::copy(ev.state, ev.state + kEvStates, s.ev_states);
             s.c = q->counters();
-            ++sum.qps;
-            if (q->state() == QpState::kError) ++sum.qps_error;
-            sum.sum += q->counters();
+            ++qp_total_.qps;
+            if (q->state() == QpState::kError) ++qp_total_.qps_error;
+            qp_total_.sum += s.c;
         }
-        QpSnapshot old;
-        if (q != nullptr || (qp_snaps_[i].load(&old) && old.live)) qp_snaps_[i].store(s);
+        qp_snaps_[i].store(s);
     }
-    qp_sum_.store(sum);
+    qp_sum_.store(qp_total_);
 }
 
 void Worker::drain() {

@@ -254,9 +254,9 @@ void Simulator::kick_tx(uint32_t h, uint64_t t_ps) {
 // timer wheel fires only at tick boundaries, and a timer armed now fires at
 // the first boundary at or after now or later: a look at the endpoint's next
 // deadline at that boundary (check_timer) schedules the timer event in
-// time. Endpoint::next_timer_ns scans every QP, so it is called at most
-// once per tick and host, not after every packet; idle stretches cost
-// nothing.
+// time. Endpoint::next_timer_ns walks the wheel's slots up to the earliest
+// timer, so it is called at most once per tick and host, not after every
+// packet; idle stretches cost nothing.
 void Simulator::ensure_timer(uint32_t h, uint64_t t_ps) {
     const uint64_t boundary = (t_ps + tick_ps_ - 1) / tick_ps_ * tick_ps_;
     // A pending check is never later than the boundary: both are the first
