@@ -9,6 +9,7 @@
 // plane whose window has room.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -37,6 +38,7 @@ class CongestionControl {
     virtual ~CongestionControl() = default;
     virtual const char *name() const = 0;
     virtual uint64_t window_bytes() const = 0;
+    virtual size_t state_bytes() const = 0;  // sizeof the implementation
     virtual uint8_t on_ack(const AckSample &) { return kCcNone; }
     // A NACK for `bytes` because the packet was trimmed (in the fabric or,
     // with last_hop, at the receiver's switch).

@@ -10,6 +10,7 @@ class FixedWindowCc final : public CongestionControl {
   public:
     explicit FixedWindowCc(uint64_t window_bytes) : window_bytes_(window_bytes) {}
     const char *name() const override { return "fixed"; }
+    size_t state_bytes() const override { return sizeof(*this); }
     uint64_t window_bytes() const override { return window_bytes_; }
     uint8_t on_ack(const AckSample &a) override { return a.ecn ? kCcRepath : kCcNone; }
 

@@ -32,6 +32,7 @@ class NsccCc final : public CongestionControl {
   public:
     NsccCc(const NsccConfig &cfg, uint32_t mtu_bytes);
     const char *name() const override { return "nscc"; }
+    size_t state_bytes() const override { return sizeof(*this); }
     uint64_t window_bytes() const override { return static_cast<uint64_t>(cwnd_bytes_); }
     uint8_t on_ack(const AckSample &a) override;
     uint8_t on_trim_nack(uint64_t now_ns, uint32_t bytes, bool last_hop) override;

@@ -64,6 +64,7 @@ namespace mrc {
     X(sacked_pkts, "packets acknowledged selectively before the cumulative point")                \
     X(wr_completed, "work requests completed successfully")                                       \
     X(wr_flushed, "work requests completed with an error")                                        \
+    X(state_grows, "per-QP queues grown on demand (send queue, tracking ring, immediates)")       \
     X(imm_delivered, "immediates delivered to the receive completion queue")                      \
     X(rtt_samples, "RTT samples taken from echoed timestamps")                                    \
     X(ev_skips, "EVs put in SKIP by an ECN echo, a trimmed-packet NACK or a first loss")          \

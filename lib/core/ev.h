@@ -47,6 +47,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -145,6 +146,11 @@ class EvSet {
     uint32_t planes() const { return planes_; }
     const EvEntry &entry(uint32_t i) const { return e_[i]; }
     const std::vector<EvEntry> &entries() const { return e_; }
+    // Heap bytes of the set's tables (the object itself is in its owner).
+    size_t memory_bytes() const {
+        auto vec = [](const auto &v) { return v.capacity() * sizeof(v[0]); };
+        return vec(e_) + vec(active_) + vec(spares_) + vec(order_) + vec(index_) + vec(bad_);
+    }
     // The entry holding EV value `ev`, or kNoEv. A few ns: a small hash.
     uint32_t find(uint16_t ev) const;
 

@@ -59,11 +59,17 @@ Qp::~Qp() = default;
 Result<void> Qp::to_init(uint32_t pd) {
     if (state_ != QpState::kReset) return Error{std::string("to_init from ") + to_string(state_)};
     pd_ = pd;
-    // Every per-QP structure is sized here; nothing allocates after this.
-    const uint32_t sq = pow2_at_least(cfg_.max_send_wr);
+    // Every per-QP structure is sized here, small: the send queue, the
+    // tracking ring and the completion queues start at kInitialEntries and
+    // double (up to the configured bound) only when that much is
+    // outstanding, so an idle or lightly used QP costs little; each grows at
+    // most log2(bound / kInitialEntries) times in its life.
+    sq_max_ = pow2_at_least(cfg_.max_send_wr);
+    const uint32_t sq = std::min(sq_max_, kInitialEntries);
     sq_.assign(sq, WrEntry{});
     sq_mask_ = sq - 1;
-    const uint32_t slots = pow2_at_least(cfg_.max_inflight_pkts);
+    slot_max_ = pow2_at_least(cfg_.max_inflight_pkts);
+    const uint32_t slots = std::min(slot_max_, kInitialEntries);
     slots_.assign(slots, TxSlot{});
     slot_mask_ = slots - 1;
     retx_now_.init(slots);
@@ -78,12 +84,11 @@ Result<void> Qp::to_init(uint32_t pd) {
     rcv_bits_.assign(rwin_pkts_ / 64, 0);
     unrep_bits_.assign(rwin_pkts_ / 64, 0);
     imm_bits_.assign(rwin_pkts_ / 64, 0);
-    imm_vals_.assign(rwin_pkts_, ImmEntry{});
+    imm_vals_.clear();  // allocated by the first immediate that arrives
     nack_q_.init(64);
     probe_q_.init(16);
-    recv_cq_.init(cfg_.max_recv_cqe);
+    recv_cq_.init(std::min(cfg_.max_recv_cqe, kInitialEntries));
     probes_out_.clear();
-    probes_out_.reserve(kMaxEvs);
     state_ = QpState::kInit;
     return {};
 }
@@ -105,6 +110,7 @@ Result<void> Qp::to_rtr(const QpPeer &peer, Psn expected_psn) {
     }
     peer_ = peer;
     evs_.init(cfg_.ev, peer.planes, cfg_.ev.seed ^ (uint64_t{qpn_} << 32), &ep_->ev_gauges_);
+    probes_out_.reserve(evs_.entries().size());  // one outstanding probe per EV at most
     for (auto &h : plane_)
         h = PlaneHealth{};
     for (auto &r : ep_reasons_seen_)
@@ -158,7 +164,7 @@ void Qp::fail(WcStatus cause) {
         WrEntry &w = sq_[sq_head_ & sq_mask_];
         SendCompletion c{w.wr.wr_id, first ? cause : WcStatus::kFlushed, w.wr.length, w.msn};
         first = false;
-        if (!send_cq_.try_push(c)) break;  // CQ full: the rest are lost with the QP
+        if (!send_cq_.push_growing(c, sq_max_)) break;  // cannot be full: one per WR
         ++ctr_.wr_flushed;
         ++sq_head_;
     }
@@ -203,12 +209,54 @@ void Qp::reset() {
     // Queues and windows are sized again by to_init(), PSNs set by to_rtr/to_rts.
 }
 
+// ---- growth ---------------------------------------------------------------------
+
+void Qp::grow_sq() {
+    // Entries are found by absolute index & mask: re-place the outstanding ones.
+    const auto n = static_cast<uint32_t>(sq_.size() * 2);
+    std::vector<WrEntry> b(n);
+    for (uint32_t i = sq_head_; i != sq_tail_; ++i)
+        b[i & (n - 1)] = sq_[i & sq_mask_];
+    sq_.swap(b);
+    sq_mask_ = n - 1;
+    ++ctr_.state_grows;
+}
+
+void Qp::grow_slots() {
+    // Slots are found by PSN & mask: re-place those in [snd_una, snd_nxt).
+    const auto n = static_cast<uint32_t>(slots_.size() * 2);
+    std::vector<TxSlot> b(n);
+    for (Psn p = snd_una_; p != snd_nxt_; ++p)
+        b[p.value() & (n - 1)] = slots_[p.value() & slot_mask_];
+    slots_.swap(b);
+    slot_mask_ = n - 1;
+    // At most one queued resend per PSN in flight: as deep as the slots.
+    retx_now_.grow(n);
+    retx_later_.grow(n);
+    ++ctr_.state_grows;
+}
+
+size_t Qp::memory_bytes() const {
+    auto vec = [](const auto &v) { return v.capacity() * sizeof(v[0]); };
+    size_t b = sizeof(Qp) + evs_.memory_bytes();
+    b += vec(sq_) + vec(slots_) + vec(rcv_bits_) + vec(unrep_bits_) + vec(imm_bits_) +
+         vec(imm_vals_) + vec(probes_out_);
+    b += retx_now_.memory_bytes() + retx_later_.memory_bytes() + send_cq_.memory_bytes() +
+         recv_cq_.memory_bytes() + nack_q_.memory_bytes() + probe_q_.memory_bytes();
+    for (const auto &c : cc_)
+        if (c) b += c->state_bytes();
+    return b;
+}
+
 // ---- application ----------------------------------------------------------------
 
 PostResult Qp::post_write(const WriteRequest &wr) {
     if (state_ != QpState::kRts) return PostResult::kNotReady;
     if (wr.length == 0 || wr.local == nullptr) return PostResult::kBadLength;
-    if (sq_tail_ - sq_head_ >= sq_.size()) return PostResult::kQueueFull;
+    if (sq_tail_ - sq_head_ >= sq_.size()) {
+        if (sq_.size() >= sq_max_) return PostResult::kQueueFull;
+        grow_sq();
+    }
     WrEntry &w = sq_[sq_tail_ & sq_mask_];
     w.wr = wr;
     w.msn = next_msn_++;

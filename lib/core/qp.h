@@ -113,6 +113,9 @@ class Qp {
     Psn error_psn() const { return error_psn_; }
     const QpConfig &config() const { return cfg_; }
     const QpCounters &counters() const { return ctr_; }
+    // Bytes this QP holds now (itself, its queues, EV set and CC state), by
+    // the capacity of each container: what a connected QP costs a host.
+    size_t memory_bytes() const;
 
     // ---- state machine (setup path) ----
     Result<void> to_init(uint32_t pd);
@@ -221,6 +224,10 @@ class Qp {
     };
 
     TxSlot &slot(Psn p) { return slots_[p.value() & slot_mask_]; }
+    // Per-QP queues start this deep and double on demand up to their bound.
+    static constexpr uint32_t kInitialEntries = 16;
+    void grow_sq();
+    void grow_slots();
     bool in_flight(Psn p) const { return distance(snd_una_, p) >= 0 && distance(p, snd_nxt_) > 0; }
     uint32_t window_pkts() const;
     bool can_send_new(uint8_t tx_planes = 0xff) const;
@@ -410,6 +417,8 @@ class Qp {
     uint32_t next_msn_ = 0;
     std::vector<TxSlot> slots_;
     uint32_t slot_mask_ = 0;
+    uint32_t slot_max_ = 0;  // what slots_ may grow to (max_inflight_pkts, a power of two)
+    uint32_t sq_max_ = 0;    // what sq_ may grow to (max_send_wr, a power of two)
     Psn snd_una_;
     Psn snd_nxt_;
     uint64_t inflight_bytes_ = 0;

@@ -19,7 +19,7 @@
 namespace mrc {
 
 uint32_t Qp::window_pkts() const {
-    return std::min<uint32_t>(peer_window_pkts_, slot_mask_ + 1);
+    return std::min<uint32_t>(peer_window_pkts_, slot_max_);
 }
 
 uint64_t Qp::window_bytes() const {
@@ -85,6 +85,7 @@ bool Qp::emit_data(TxPacket &pkt, Psn psn, TxKind kind, uint64_t now_ns, uint8_t
         const uint32_t off = w.sent_pkts * cfg_.mtu_payload_bytes;
         const uint32_t len = std::min(cfg_.mtu_payload_bytes, w.wr.length - off);
         if (w.sent_pkts == 0) w.first_psn = psn;
+        if (uint32_t(distance(snd_una_, snd_nxt_)) > slot_mask_) grow_slots();
         s = &slot(psn);
         *s = TxSlot{};
         s->wr = sq_seg_;
@@ -210,7 +211,8 @@ void Qp::complete_wrs() {
     while (sq_head_ != sq_tail_) {
         const WrEntry &w = sq_[sq_head_ & sq_mask_];
         if (w.sent_pkts != w.npkts || distance(w.first_psn + w.npkts, snd_una_) < 0) break;
-        if (!send_cq_.try_push(SendCompletion{w.wr.wr_id, WcStatus::kSuccess, w.wr.length, w.msn}))
+        if (!send_cq_.push_growing(
+                SendCompletion{w.wr.wr_id, WcStatus::kSuccess, w.wr.length, w.msn}, sq_max_))
             break;
         ++ctr_.wr_completed;
         ++sq_head_;

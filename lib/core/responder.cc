@@ -107,10 +107,10 @@ void Qp::deliver_imms() {
         }
         const auto k = static_cast<uint32_t>(__builtin_ctzll(word));
         deliver_psn_ += k;
-        if (recv_cq_.full()) return;  // the application has to poll first
         const uint32_t j = deliver_psn_.value() & rwin_mask_;
         const ImmEntry &e = imm_vals_[j];
-        recv_cq_.try_push(RecvCompletion{e.imm, e.msn, e.bytes});
+        if (!recv_cq_.push_growing(RecvCompletion{e.imm, e.msn, e.bytes}, cfg_.max_recv_cqe))
+            return;  // at its bound: the application has to poll first
         ep_->notify(*this);
         imm_bits_[j >> 6] &= ~(1ull << (j & 63));
         --pending_imm_;
@@ -195,6 +195,10 @@ void Qp::on_data(const wire::MrcPacket &p, uint8_t plane, uint64_t now_ns) {
     rcv_bits_[i >> 6] |= 1ull << (i & 63);
     unrep_bits_[i >> 6] |= 1ull << (i & 63);
     if (p.imm) {
+        if (imm_vals_.empty()) {
+            imm_vals_.assign(rwin_pkts_, ImmEntry{});
+            ++ctr_.state_grows;
+        }
         imm_bits_[i >> 6] |= 1ull << (i & 63);
         imm_vals_[i] = ImmEntry{p.imm->imm.get(), p.data->msn.get(), p.imm->msg_bytes.get()};
         ++pending_imm_;

@@ -1,8 +1,10 @@
-// Fixed-capacity FIFO for one thread, sized at setup: no allocation after
-// init(). Capacity is rounded up to a power of two.
+// FIFO for one thread with a power-of-two capacity set by init(); grow()
+// (and push_growing) doubles it on demand, the only allocation after init.
 #pragma once
 
+#include <algorithm>
 #include <cassert>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -40,6 +42,29 @@ class Ring {
         ++head_;
     }
     void clear() { head_ = tail_ = 0; }
+    // Doubles the capacity until it holds `min_capacity`, keeping what is
+    // queued in its order. Per-QP rings start small and grow to their bound
+    // only when that much is outstanding (state in proportion to the work).
+    void grow(uint32_t min_capacity) {
+        if (min_capacity <= capacity()) return;
+        uint32_t c = capacity();
+        while (c < min_capacity)
+            c <<= 1;
+        std::vector<T> b(c, T{});
+        const uint32_t n = size();
+        for (uint32_t i = 0; i < n; ++i)
+            b[i] = buf_[(head_ + i) & mask_];
+        buf_.swap(b);
+        mask_ = c - 1;
+        head_ = 0;
+        tail_ = n;
+    }
+    // try_push, growing first (doubling, up to max_capacity) when full.
+    bool push_growing(const T &v, uint32_t max_capacity) {
+        if (full() && capacity() < max_capacity) grow(std::min(2 * capacity(), max_capacity));
+        return try_push(v);
+    }
+    size_t memory_bytes() const { return buf_.capacity() * sizeof(T); }
 
   private:
     std::vector<T> buf_;

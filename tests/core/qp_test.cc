@@ -4,6 +4,7 @@
 // which EV, when), PSN wrap-around, and the QP state machine.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "harness.h"
@@ -716,6 +717,103 @@ TEST(Qp, QpnBaseSeparatesEndpointsOnTheWire) {
     frame[wire::kEthIpv4UdpBytes + 6] = 0;
     pair.b->on_packet(frame.data(), uint32_t(frame.size()), 0, 3000);
     EXPECT_EQ(pair.b->counters().rx_unknown_qpn, 1u);
+}
+
+// Per-QP queues start small and grow with what is outstanding (issue 18:
+// state in proportion to the work, not to the configured maximum). Growth
+// happens with packets in flight and across the PSN wrap; nothing queued
+// may be lost or reordered by it.
+TEST(QpGrowth, QueuesGrowWithWorkInFlightAcrossThePsnWrap) {
+    const Psn start(Psn::kMask - 20);
+    Harness h(Harness::small_config(), start, Psn(7));
+    const size_t idle = h.a.qp->memory_bytes();
+    // A first handful in flight (less than the initial tracking ring).
+    for (uint64_t i = 0; i < 4; ++i)
+        ASSERT_EQ(h.write(1024, i * 1024, 100 + i, false, 0, uint32_t(i * 1024)), PostResult::kOk);
+    auto first = h.drain(h.a);
+    ASSERT_EQ(first.size(), 4u);
+    EXPECT_EQ(h.a.qp->counters().state_grows, 0u) << "4 packets fit the initial queues";
+    // 196 more WRs while those are out: the send queue (16 -> 256) and the
+    // tracking ring (16 -> 256) grow with 4 PSNs outstanding.
+    for (uint64_t i = 4; i < 200; ++i)
+        ASSERT_EQ(h.write(1024, i * 1024, 100 + i, false, 0, uint32_t(i * 1024)), PostResult::kOk)
+            << "WR " << i;
+    EXPECT_EQ(h.write(1024), PostResult::kOk) << "201 of 256";
+    auto rest = h.drain(h.a);
+    ASSERT_EQ(rest.size(), 197u);
+    EXPECT_GT(h.a.qp->counters().state_grows, 0u);
+    EXPECT_GT(h.a.qp->memory_bytes(), idle);
+    // Deliver out of order, one lost: the responder sees a gap, the
+    // requester resends only that PSN, from the grown ring.
+    std::vector<Frame> all = first;
+    all.insert(all.end(), rest.begin(), rest.end());
+    const Frame lost = all[2];
+    all.erase(all.begin() + 2);
+    std::reverse(all.begin() + 100, all.end());
+    h.deliver_all(h.b, all);
+    h.deliver_all(h.a, h.drain(h.b));
+    h.advance(200'000);  // the resend, by loss detection or the timer
+    auto resent = data_frames(h.drain(h.a));
+    ASSERT_EQ(resent.size(), 1u);
+    EXPECT_EQ(resent[0].psn(), lost.psn());
+    h.deliver_all(h.b, resent);
+    h.deliver_all(h.a, h.drain(h.b));
+    EXPECT_TRUE(h.placed(200 * 1024));
+    std::vector<SendCompletion> c;
+    for (auto v = h.completions(); !v.empty(); v = h.completions())
+        c.insert(c.end(), v.begin(), v.end());
+    ASSERT_EQ(c.size(), 201u);
+    for (uint64_t i = 0; i < 200; ++i) {
+        EXPECT_EQ(c[i].wr_id, 100 + i) << "completions in posting order";
+        EXPECT_EQ(c[i].status, WcStatus::kSuccess);
+    }
+    EXPECT_EQ(h.a.qp->inflight_bytes(), 0u);
+}
+
+TEST(QpGrowth, SendQueueStopsAtItsBound) {
+    QpConfig cfg = Harness::small_config();
+    cfg.max_send_wr = 40;  // rounded up to 64
+    Harness h(cfg);
+    for (uint32_t i = 0; i < 64; ++i)
+        ASSERT_EQ(h.write(64, i * 64, i), PostResult::kOk) << i;
+    EXPECT_EQ(h.write(64), PostResult::kQueueFull);
+}
+
+TEST(QpGrowth, ImmediatesTableAndReceiveQueueAreMadeOnFirstUse) {
+    Harness h;
+    const size_t before = h.b.qp->memory_bytes();
+    // 40 immediates with nobody polling: the receive queue grows (16 -> 64).
+    for (uint32_t i = 0; i < 40; ++i)
+        ASSERT_EQ(h.write(512, i * 512, i, true, 1000 + i), PostResult::kOk);
+    h.deliver_all(h.b, h.drain(h.a));
+    EXPECT_GT(h.b.qp->memory_bytes(), before);
+    EXPECT_GT(h.b.qp->counters().state_grows, 0u);
+    std::vector<RecvCompletion> r;
+    for (auto v = h.recv_completions(); !v.empty(); v = h.recv_completions())
+        r.insert(r.end(), v.begin(), v.end());
+    ASSERT_EQ(r.size(), 40u);
+    for (uint32_t i = 0; i < 40; ++i)
+        EXPECT_EQ(r[i].imm, 1000 + i) << "in order";
+}
+
+TEST(QpGrowth, ReceiveQueueHoldsAtItsBoundUntilPolled) {
+    QpConfig cfg = Harness::small_config();
+    cfg.max_recv_cqe = 32;
+    Harness h(cfg);
+    for (uint32_t i = 0; i < 50; ++i)
+        ASSERT_EQ(h.write(256, i * 256, i, true, i), PostResult::kOk);
+    h.deliver_all(h.b, h.drain(h.a));
+    EXPECT_EQ(h.recv_completions().size(), 32u) << "the bound; the rest wait";
+    h.deliver_all(h.a, h.drain(h.b));  // any ack due
+    h.advance(10'000);                 // the responder delivers the rest
+    std::vector<RecvCompletion> r;
+    for (int k = 0; k < 4; ++k) {
+        auto v = h.recv_completions();
+        r.insert(r.end(), v.begin(), v.end());
+        h.advance(10'000);
+    }
+    ASSERT_EQ(r.size(), 18u);
+    EXPECT_EQ(r[0].imm, 32u);
 }
 
 }  // namespace
