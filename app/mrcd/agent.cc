@@ -417,16 +417,18 @@ void Agent::run(cmd::CreateQp &c, CommandAnswer &a) {
     b->sqes = ipc::ring_entries<ipc::Sqe>(c.sq_ring);
     b->mask = c.sq_ring->entries - 1;
     b->cq = cq;
-    // As deep as the core's send queue (a power of two at least
+    // As deep as the core's send queue may grow (a power of two at least
     // max_send_wr): one entry per request it can hold.
     uint32_t depth = 1;
     while (depth < c.config.max_send_wr)
         depth <<= 1;
-    b->uses.assign(depth, 0);
+    b->uses.init(std::min<uint32_t>(depth, 16));
+    b->max_uses = depth;
     b->bell = c.bell;
     c.wire_qpn = b->wire_qpn;
     cq->by_bell[c.bell] = b.get();
     by_local_[b->qp->qpn()] = b.get();
+    b->index = uint32_t(qps_.size());
     qps_.push_back(std::move(b));
 }
 
@@ -441,8 +443,8 @@ void Agent::run(cmd::ConnectQp &c, CommandAnswer &a) {
 }
 
 void Agent::run(cmd::DestroyQp &c, CommandAnswer &a) {
-    for (auto it = qps_.begin(); it != qps_.end(); ++it) {
-        if ((*it)->wire_qpn != c.wire_qpn) continue;
+    if (AgentQp *found = find(c.wire_qpn)) {
+        auto it = qps_.begin() + found->index;
         AgentQp *q = it->get();
         q->release_all(mrs_);
         const uint32_t local = q->qp->qpn();
@@ -453,7 +455,12 @@ void Agent::run(cmd::DestroyQp &c, CommandAnswer &a) {
         }
         q->cq->by_bell[q->bell] = nullptr;
         by_local_[local] = nullptr;
-        qps_.erase(it);
+        // Swap with the last: the order of qps_ means nothing.
+        if (it != qps_.end() - 1) {
+            std::swap(*it, qps_.back());
+            (*it)->index = q->index;
+        }
+        qps_.pop_back();
         if (auto r = w_->endpoint().destroy_qp(local); !r) fail(a, r.error().message);
         return;
     }

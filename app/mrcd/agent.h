@@ -26,6 +26,7 @@
 
 #include "client/ipc.h"
 #include "command.h"
+#include "core/ring.h"
 #include "dpdk/dataplane.h"
 #include "wire/cm.h"
 
@@ -105,23 +106,27 @@ class Agent final : public dp::WorkerApp {
         uint32_t bell = 0;
         uint8_t event_status = 0;  // why the QP errored, when not the core's reason
         bool event_sent = false;
+        uint32_t index = 0;  // in qps_
         bool shutdown = false;
         bool active = false;   // on the list of QPs to service next poll
         bool waiting = false;  // on its CQ's list of QPs waiting for room
         // The region (key slot) of every work request the core holds, in
         // posting order (the core completes in that order): a region is
         // not let go while a request may still read it.
-        std::vector<uint32_t> uses;
-        uint32_t uses_head = 0, uses_tail = 0;
+        // Grows with the requests held, up to the core's send queue bound.
+        Ring<uint32_t> uses;
+        uint32_t max_uses = 0;
         void use(std::vector<LocalMr> &mrs, uint32_t slot) {
-            uses[uses_tail++ & (uses.size() - 1)] = slot;
+            uses.push_growing(slot, max_uses);  // the core holds no more than max_uses
             ++mrs[slot].inflight;
         }
         void done(std::vector<LocalMr> &mrs) {
-            if (uses_head != uses_tail) --mrs[uses[uses_head++ & (uses.size() - 1)]].inflight;
+            if (uses.empty()) return;
+            --mrs[uses.front()].inflight;
+            uses.pop();
         }
         void release_all(std::vector<LocalMr> &mrs) {
-            while (uses_head != uses_tail)
+            while (!uses.empty())
                 done(mrs);
         }
     };

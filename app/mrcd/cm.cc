@@ -213,7 +213,7 @@ void Daemon::on_cm(const uint8_t *frame, uint32_t len, uint8_t plane) {
 // gets the same answer again. Keyed by the requester's plane-0 address, the
 // same in every copy. False when the CONNECT is new.
 bool Daemon::answer_repeat(const wire::CmFields &f, const CmFrom &from) {
-    auto done = answered_.find({f.ip[0], f.conn_id});
+    auto done = answered_.find(answer_key(f.ip[0], f.conn_id));
     if (done == answered_.end()) return false;
     auto q = qps_.find(done->second.qpn);
     if (q != qps_.end()) {
@@ -266,7 +266,10 @@ void Daemon::on_connect(const wire::CmFields &f, const CmFrom &from, uint64_t no
     }
     r.connected = true;
     r.connected_ns = now;
-    answered_[{f.ip[0], f.conn_id}] = Answer{r.wire_qpn, up.start_psn, now};
+    r.answered = true;
+    r.answer_key = answer_key(f.ip[0], f.conn_id);
+    answered_[r.answer_key] = Answer{r.wire_qpn, up.start_psn, now};
+    answered_order_.emplace_back(now, r.answer_key);
     wire::CmFields ans = my_addrs();
     ans.conn_id = f.conn_id;
     ans.op = wire::CmOp::kAccept;
@@ -369,8 +372,13 @@ void Daemon::timeouts() {
     const uint64_t now = mono_ns();
     connect_timeouts(now);
     accept_timeouts(now);
-    for (auto it = answered_.begin(); it != answered_.end();)
-        it = now - it->second.at_ns > kAnsweredKeepNs ? answered_.erase(it) : std::next(it);
+    while (!answered_order_.empty() && now - answered_order_.front().first > kAnsweredKeepNs) {
+        auto it = answered_.find(answered_order_.front().second);
+        // Only the entry this turn was queued for (not a later answer to the same key).
+        if (it != answered_.end() && it->second.at_ns == answered_order_.front().first)
+            answered_.erase(it);
+        answered_order_.pop_front();
+    }
 }
 
 // Connects in progress: resent until answered, failed at their deadline.

@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -175,7 +176,19 @@ class Daemon {
         uint32_t psn = 0;
         uint64_t at_ns = 0;
     };
-    std::map<std::pair<uint32_t, uint64_t>, Answer> answered_;
+    // Key: (peer ip, conn_id).
+    using AnswerKey = std::pair<uint32_t, uint64_t>;
+    struct AnswerKeyHash {
+        size_t operator()(const AnswerKey &k) const {
+            return std::hash<uint64_t>{}(k.second ^ (uint64_t{k.first} * 0x9e3779b97f4a7c15ull));
+        }
+    };
+    static AnswerKey answer_key(uint32_t ip, uint64_t conn_id) { return {ip, conn_id}; }
+    std::unordered_map<AnswerKey, Answer, AnswerKeyHash> answered_;
+    // The same keys in the order they were answered (at_ns never goes
+    // back): expiry pops the front, so a server loop looks at no more than
+    // what expires. A key destroyed early is skipped when its turn comes.
+    std::deque<std::pair<uint64_t, AnswerKey>> answered_order_;
     // MR keys: one slot allocator for every worker's table.
     std::vector<uint8_t> mr_gen_;
     std::vector<uint32_t> mr_free_;

@@ -55,6 +55,8 @@ struct Daemon::QpRec {
     uint32_t peer_ip[kMaxPlanes] = {};
     wire::MacAddr peer_mac[kMaxPlanes] = {};
     uint64_t connected_ns = 0;
+    bool answered = false;                       // accepted here: answered_ holds its key
+    std::pair<uint32_t, uint64_t> answer_key{};  // (peer ip, conn_id)
 };
 
 struct Daemon::Listener {

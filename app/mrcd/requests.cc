@@ -457,8 +457,9 @@ void Daemon::destroy_qp(Client &c, uint32_t qpn, bool tell_peer) {
         l.ready.erase(std::remove(l.ready.begin(), l.ready.end(), qpn), l.ready.end());
     for (auto p = connecting_.begin(); p != connecting_.end();)
         p = p->second->qpn == qpn ? connecting_.erase(p) : std::next(p);
-    for (auto a = answered_.begin(); a != answered_.end();)
-        a = a->second.qpn == qpn ? answered_.erase(a) : std::next(a);
+    if (q.answered)
+        if (auto a = answered_.find(q.answer_key); a != answered_.end() && a->second.qpn == qpn)
+            answered_.erase(a);
     qps_.erase(it);
 }
 
