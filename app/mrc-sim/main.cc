@@ -183,6 +183,7 @@ int main(int argc, char **argv) {
     bool json = false;
     std::vector<std::string> impairs, fails, limits;
     std::string cc = "nscc";
+    std::string cc_scope = "peer";
     double series_us = 0, score_us = double(c.scorer.period_ns) / 1000, victim_start_us = 0;
     double probe_us = double(c.qp.ev.probe_interval_ns) / 1000;
     uint32_t cwnd_kb = 0, probe_successes = c.qp.ev.probe_successes;
@@ -224,6 +225,10 @@ int main(int argc, char **argv) {
                    "probe replies in a row that revive an EV or a plane");
     cli.add_option("--cc", cc, "congestion control: nscc | fixed")
         ->check(CLI::IsMember({"nscc", "fixed"}));
+    cli.add_option("--cc-scope", cc_scope,
+                   "one window per (peer, plane) shared by the QPs to the peer, or per QP")
+        ->check(CLI::IsMember({"peer", "qp"}))
+        ->capture_default_str();
     cli.add_option("--cwnd-kb", cwnd_kb, "with --cc fixed: the window, KiB (0: unbounded)");
     cli.add_option("--score-us", score_us, "path scorer period, us (0: no scorer)");
     cli.add_option("--series-us", series_us,
@@ -330,6 +335,7 @@ int main(int argc, char **argv) {
     c.qp.retry.min_rto_ns = uint64_t(rto_min_us * 1000);
     c.qp.retry.max_rto_ns = uint64_t(rto_max_us * 1000);
     c.qp.loss.rack = !no_rack;
+    c.qp.cc.per_peer = cc_scope == "peer";
     c.qp.loss.tlp = !no_tlp;
     c.qp.liveness.keepalive_ns = uint64_t(keepalive_ms * 1e6);
     c.qp.liveness.peer_timeout_ns = uint64_t(peer_timeout_ms * 1e6);

@@ -111,6 +111,11 @@ struct CcConfig {
     CcAlgo algo = CcAlgo::kNscc;
     uint64_t fixed_window_bytes = 0;  // kFixed: 0 = bounded by the peer's window only
     NsccConfig nscc;
+    // One congestion window per (peer, plane), shared by every QP of the
+    // endpoint to that peer (the path has one queue, however many QPs use
+    // it): N QPs to a peer hold what one would in flight, not N times it.
+    // false: a window per QP and plane.
+    bool per_peer = true;
 };
 
 struct QpConfig {

@@ -19,7 +19,11 @@ Endpoint::Endpoint(const EndpointConfig &cfg)
     link_up_mask_ = static_cast<uint8_t>((1u << cfg_.planes) - 1);
 }
 
-Endpoint::~Endpoint() = default;
+Endpoint::~Endpoint() {
+    // QPs first, while the path states they hold exist; none wakes another.
+    destroying_ = true;
+    qps_.clear();
+}
 
 Result<Qp *> Endpoint::create_qp(const QpConfig &cfg) {
     if (free_qpns_.empty())
@@ -100,6 +104,35 @@ bool Endpoint::take_plane_probe_token(uint8_t plane, uint64_t now_ns, uint64_t i
     if (now_ns < plane_probe_next_ns_[plane]) return false;
     plane_probe_next_ns_[plane] = now_ns + interval_ns;
     return true;
+}
+
+PathCc *Endpoint::acquire_path_cc(uint64_t key, const QpConfig &cfg, uint8_t planes) {
+    auto &slot = path_cc_[key];
+    if (!slot) {
+        // The first QP to the peer sets the path's CC up (its settings).
+        slot = std::make_unique<PathCc>();
+        slot->cc = make_cc(cfg.cc, cfg.mtu_payload_bytes, planes);
+        slot->window = slot->cc->window_bytes();
+        slot->key = key;
+        slot->waiting.init(16);
+    }
+    ++slot->users;
+    slot->mtu = cfg.mtu_payload_bytes;
+    set_floor(*slot);
+    return slot.get();
+}
+
+void Endpoint::release_path_cc(PathCc *c) {
+    if (--c->users == 0) {
+        path_cc_.erase(c->key);
+        return;
+    }
+    set_floor(*c);
+}
+
+void Endpoint::set_floor(PathCc &c) {
+    c.floor = uint64_t{std::min(c.users, PathCc::kSharedFloorPkts)} * c.mtu;
+    c.window = std::max(c.cc->window_bytes(), c.floor);
 }
 
 void Endpoint::mark_ready(Qp &q) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "common/result.h"
@@ -117,8 +118,15 @@ class Endpoint {
     // shared by all QPs of the endpoint: true when this caller may send it.
     bool take_plane_probe_token(uint8_t plane, uint64_t now_ns, uint64_t interval_ns);
 
+    // Paths with shared congestion state (CcConfig::per_peer), and their QPs.
+    size_t shared_paths() const { return path_cc_.size(); }
+    uint32_t max_qps() const { return cfg_.max_qps; }
+
   private:
     friend class Qp;
+    PathCc *acquire_path_cc(uint64_t key, const QpConfig &cfg, uint8_t planes);
+    void release_path_cc(PathCc *c);
+    static void set_floor(PathCc &c);
     void mark_ready(Qp &q);
     void notify(Qp &q);
     void arm_timer(Qp &q, uint64_t deadline_ns) { timers_.arm(q.qpn(), deadline_ns); }
@@ -131,6 +139,8 @@ class Endpoint {
     // Before qps_: QPs' EV sets update the gauges when they are destroyed.
     EvGauges ev_gauges_;
     PlaneCounters plane_ctr_[kMaxPlanes];
+    // Before qps_ too: a QP lets go of its path's state when destroyed.
+    std::unordered_map<uint64_t, std::unique_ptr<PathCc>> path_cc_;
     std::vector<std::unique_ptr<Qp>> qps_;  // index = QPN; 0 unused
     std::vector<uint32_t> free_qpns_;
     MrTable mrs_;
@@ -145,6 +155,7 @@ class Endpoint {
     std::vector<EvDenial> applied_denials_;
     uint64_t plane_probe_next_ns_[kMaxPlanes] = {};
     uint64_t now_ns_ = 0;
+    bool destroying_ = false;
     EndpointCounters ctr_;
 };
 

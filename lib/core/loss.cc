@@ -248,8 +248,8 @@ void Qp::declare_lost(Psn p, TxSlot &s, uint64_t now_ns) {
     ++ctr_.losses_detected;
     ++ep_->plane_ctr_[s.plane].lost_pkts;
     if (!spend_retry(p, s)) return;
-    count_cc(cc_[s.plane]->on_loss(now_ns, s.len));
-    cwnd_[s.plane] = cc_[s.plane]->window_bytes();
+    count_cc(pcc_[s.plane]->cc->on_loss(now_ns, s.len));
+    cc_moved(s.plane);
     on_path_loss(s, false, now_ns);
     s.avoid_plane = true;
     queue_retx_now(p, TxKind::kLoss);
@@ -298,8 +298,8 @@ void Qp::on_rto(uint64_t now_ns) {
             return fail(WcStatus::kRetryExceeded);
         }
     }
-    count_cc(cc_[s.plane]->on_timeout(now_ns, s.len));
-    cwnd_[s.plane] = cc_[s.plane]->window_bytes();
+    count_cc(pcc_[s.plane]->cc->on_timeout(now_ns, s.len));
+    cc_moved(s.plane);
     if (answered) {
         // The peer answered since it left: this path lost it.
         ++ep_->plane_ctr_[s.plane].lost_pkts;

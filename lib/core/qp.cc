@@ -54,7 +54,76 @@ uint32_t pow2_at_least(uint32_t n) {
 }  // namespace
 
 Qp::Qp(Endpoint *ep, uint32_t qpn, const QpConfig &cfg) : ep_(ep), qpn_(qpn), cfg_(cfg) {}
-Qp::~Qp() = default;
+Qp::~Qp() {
+    release_cc();
+}
+
+// ---- congestion state per path ----------------------------------------------------
+
+void Qp::attach_cc(uint8_t planes) {
+    for (uint8_t p = 0; p < planes; ++p) {
+        if (cfg_.cc.per_peer) {
+            // The path: the peer's address on the plane, and the plane.
+            const uint64_t key = (uint64_t{peer_.path[p].dst_ip} << 8) | p;
+            pcc_[p] = ep_->acquire_path_cc(key, cfg_, planes);
+        } else {
+            own_cc_[p] = std::make_unique<PathCc>();
+            own_cc_[p]->cc = make_cc(cfg_.cc, cfg_.mtu_payload_bytes, planes);
+            own_cc_[p]->window = own_cc_[p]->cc->window_bytes();
+            own_cc_[p]->users = 1;
+            own_cc_[p]->waiting.init(1);
+            pcc_[p] = own_cc_[p].get();
+        }
+        plane_inflight_[p] = 0;
+    }
+}
+
+void Qp::drop_inflight() {
+    for (uint8_t p = 0; p < kMaxPlanes; ++p) {
+        if (pcc_[p] != nullptr && plane_inflight_[p] != 0)
+            inflight_sub(p, uint32_t(plane_inflight_[p]));
+        plane_inflight_[p] = 0;
+    }
+}
+
+void Qp::release_cc() {
+    drop_inflight();
+    for (uint8_t p = 0; p < kMaxPlanes; ++p) {
+        if (pcc_[p] != nullptr && pcc_[p] != own_cc_[p].get()) ep_->release_path_cc(pcc_[p]);
+        pcc_[p] = nullptr;
+        own_cc_[p].reset();
+    }
+    cc_wait_ = 0;  // stale entries in the rings are skipped (the bit is clear)
+}
+
+void Qp::inflight_sub(uint8_t p, uint32_t len) {
+    plane_inflight_[p] -= len;
+    PathCc &c = *pcc_[p];
+    c.inflight -= len;
+    // One waiter per departure: each that wakes takes what room there is
+    // (its turn in the ready ring), and waits again if data is left.
+    while (!c.waiting.empty() && !ep_->destroying_) {
+        const uint32_t qpn = c.waiting.front();
+        c.waiting.pop();
+        Qp *q = ep_->qp(qpn);
+        const auto bit = static_cast<uint8_t>(1u << p);
+        if (q == nullptr || !(q->cc_wait_ & bit) || q->pcc_[p] != &c) continue;  // stale
+        q->cc_wait_ &= static_cast<uint8_t>(~bit);
+        q->became_ready();
+        break;
+    }
+}
+
+void Qp::wait_for_cc() {
+    // Wait on each plane it could use whose window is full.
+    for (uint8_t p = 0; p < peer_.planes; ++p) {
+        const auto bit = static_cast<uint8_t>(1u << p);
+        if (!((usable_mask_ ? usable_mask_ : allowed_planes()) & bit) || (cc_wait_ & bit)) continue;
+        PathCc &c = *pcc_[p];
+        if (c.inflight == 0 || c.inflight + cfg_.mtu_payload_bytes <= c.window) continue;
+        if (c.waiting.push_growing(qpn_, ep_->max_qps() + 1)) cc_wait_ |= bit;
+    }
+}
 
 Result<void> Qp::to_init(uint32_t pd) {
     if (state_ != QpState::kReset) return Error{std::string("to_init from ") + to_string(state_)};
@@ -103,12 +172,9 @@ Result<void> Qp::to_rtr(const QpPeer &peer, Psn expected_psn) {
         return Error{"to_rtr: " + r.error().message};
     if (auto r = check_cc(cfg_.cc, cfg_.mtu_payload_bytes, peer.planes); !r)
         return Error{"to_rtr: " + r.error().message};
-    for (uint8_t p = 0; p < kMaxPlanes; ++p) {
-        cc_[p] = p < peer.planes ? make_cc(cfg_.cc, cfg_.mtu_payload_bytes, peer.planes) : nullptr;
-        cwnd_[p] = cc_[p] ? cc_[p]->window_bytes() : 0;
-        plane_inflight_[p] = 0;
-    }
+    release_cc();
     peer_ = peer;
+    attach_cc(peer.planes);
     evs_.init(cfg_.ev, peer.planes, cfg_.ev.seed ^ (uint64_t{qpn_} << 32), &ep_->ev_gauges_);
     probes_out_.reserve(evs_.entries().size());  // one outstanding probe per EV at most
     for (auto &h : plane_)
@@ -181,8 +247,7 @@ void Qp::fail(WcStatus cause) {
     ack_due_now_ = ack_pending_ = false;
     ack_copies_ = 0;
     inflight_bytes_ = 0;
-    for (auto &b : plane_inflight_)
-        b = 0;
+    drop_inflight();
     reverse_due_ns_ = UINT64_MAX;
     ep_->cancel_timer(*this);
 }
@@ -194,6 +259,7 @@ void Qp::reset() {
     ctr_ = QpCounters{};
     sq_head_ = sq_seg_ = sq_tail_ = next_msn_ = 0;
     inflight_bytes_ = 0;
+    release_cc();
     pkts_since_ack_req_ = 0;
     pending_imm_ = 0;
     bytes_since_ack_ = 0;
@@ -243,8 +309,9 @@ size_t Qp::memory_bytes() const {
          vec(imm_vals_) + vec(probes_out_);
     b += retx_now_.memory_bytes() + retx_later_.memory_bytes() + send_cq_.memory_bytes() +
          recv_cq_.memory_bytes() + nack_q_.memory_bytes() + probe_q_.memory_bytes();
-    for (const auto &c : cc_)
-        if (c) b += c->state_bytes();
+    // Shared path states are the endpoint's (one per peer and plane), not counted here.
+    for (const auto &c : own_cc_)
+        if (c) b += sizeof(PathCc) + c->cc->state_bytes() + c->waiting.memory_bytes();
     return b;
 }
 
@@ -442,6 +509,10 @@ uint32_t Qp::emit(TxPacket *out, uint32_t max, uint64_t now_ns, uint8_t tx_plane
             if (!emit_data(out[n], snd_nxt_, TxKind::kFirst, now_ns, tx_planes)) break;
             ++n;
         }
+        // Data left that no path window has room for: wake when one has.
+        if (sq_seg_ != sq_tail_ && send_mask() == 0 &&
+            uint32_t(distance(snd_una_, snd_nxt_)) < window_pkts())
+            wait_for_cc();
     }
     rearm(now_ns);
     return n;

@@ -23,6 +23,7 @@
 //       "error" in the table: the call returns an Error, state unchanged.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -99,6 +100,26 @@ struct TxPacket {
     uint32_t qpn = 0;
 };
 
+// Congestion state of one path (peer, plane) (CcConfig::per_peer: shared by
+// every QP of the endpoint to that peer; otherwise a QP's own). Its window
+// bounds what all its QPs have in flight on the plane together; a QP that
+// finds no room waits on `waiting` until an ack of any of them frees some.
+struct PathCc {
+    // A shared window never goes below this many packets (nor below one
+    // per QP on it when fewer): one QP's floor is one packet, and a path
+    // that many QPs share must not leave most of them a packet per many
+    // RTTs after a cut. Far below a path's BDP; it does not multiply.
+    static constexpr uint32_t kSharedFloorPkts = 16;
+    std::unique_ptr<CongestionControl> cc;
+    uint64_t window = 0;    // max(cc->window_bytes(), floor), kept after every update
+    uint64_t floor = 0;     // min(users, kSharedFloorPkts) MTUs (shared ones)
+    uint64_t inflight = 0;  // bytes of every QP on it in flight on the plane
+    uint64_t key = 0;       // in the endpoint's table (shared ones)
+    uint32_t mtu = 0;
+    uint32_t users = 0;
+    Ring<uint32_t> waiting;  // QPNs blocked on the window, each once (Qp::cc_wait_)
+};
+
 class Qp {
   public:
     Qp(Endpoint *ep, uint32_t qpn, const QpConfig &cfg);
@@ -139,7 +160,10 @@ class Qp {
     const EvSet &evs() const { return evs_; }
     // The congestion control of one plane (after to_rtr) and the QP's
     // window: the sum over its planes.
-    const CongestionControl &cc(uint8_t plane) const { return *cc_[plane]; }
+    const CongestionControl &cc(uint8_t plane) const { return *pcc_[plane]->cc; }
+    // The path's congestion state (shared with the QPs to the same peer
+    // under CcConfig::per_peer).
+    const PathCc &path_cc(uint8_t plane) const { return *pcc_[plane]; }
     uint64_t window_bytes() const;
     uint64_t plane_inflight_bytes(uint8_t plane) const { return plane_inflight_[plane]; }
     // Planes this QP sends data on now.
@@ -342,6 +366,22 @@ class Qp {
     // What a SACK echoing EV-set entry `entry` says about that EV and its plane.
     void ev_feedback(uint32_t entry, bool ecn, uint32_t rtt_ns, uint64_t now_ns);
     void count_cc(uint8_t verdict);
+    // After a CC call on plane p: the path's window follows.
+    void cc_moved(uint8_t p) {
+        pcc_[p]->window = std::max(pcc_[p]->cc->window_bytes(), pcc_[p]->floor);
+    }
+    void inflight_add(uint8_t p, uint32_t len) {
+        plane_inflight_[p] += len;
+        pcc_[p]->inflight += len;
+    }
+    // Bytes leave flight on p: a QP waiting for room on the path may go.
+    void inflight_sub(uint8_t p, uint32_t len);
+    // Nothing of this QP's in flight any more (error, reset).
+    void drop_inflight();
+    void attach_cc(uint8_t planes);
+    void release_cc();
+    // New data is held back by the path windows alone: wait for room.
+    void wait_for_cc();
     // The latest transmission of `s` was lost (found from acks, or a
     // timeout with the peer answering meanwhile): its EV and plane pay.
     // `timeout`: retire the EV at once (no second chance).
@@ -385,9 +425,10 @@ class Qp {
     uint32_t pd_ = 0;
     QpPeer peer_;
     EvSet evs_;
-    std::unique_ptr<CongestionControl> cc_[kMaxPlanes];
-    uint64_t cwnd_[kMaxPlanes] = {};  // cc_[p]->window_bytes(), kept after every update
-    uint64_t plane_inflight_[kMaxPlanes] = {};
+    PathCc *pcc_[kMaxPlanes] = {};                // the endpoint's (shared) or own_cc_
+    std::unique_ptr<PathCc> own_cc_[kMaxPlanes];  // per-QP scope
+    uint64_t plane_inflight_[kMaxPlanes] = {};    // this QP's share of pcc_[p]->inflight
+    uint8_t cc_wait_ = 0;                         // planes whose PathCc::waiting holds it
     // What the ack being processed acknowledged on each plane (settle_acked).
     struct AckedOnPlane {
         uint32_t bytes = 0;

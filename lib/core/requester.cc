@@ -25,7 +25,7 @@ uint32_t Qp::window_pkts() const {
 uint64_t Qp::window_bytes() const {
     uint64_t w = 0;
     for (uint8_t p = 0; p < peer_.planes; ++p)
-        w += cwnd_[p];
+        if (pcc_[p] != nullptr) w += pcc_[p]->window;  // none before to_rtr
     return w;
 }
 
@@ -52,8 +52,8 @@ uint8_t Qp::send_mask() const {
     }
     uint8_t m = 0;
     for (uint8_t p = 0; p < peer_.planes; ++p)
-        if (((planes >> p) & 1) &&
-            (plane_inflight_[p] == 0 || plane_inflight_[p] + cfg_.mtu_payload_bytes <= cwnd_[p]))
+        if (((planes >> p) & 1) && (pcc_[p]->inflight == 0 ||
+                                    pcc_[p]->inflight + cfg_.mtu_payload_bytes <= pcc_[p]->window))
             m |= static_cast<uint8_t>(1u << p);
     return m;
 }
@@ -94,7 +94,7 @@ bool Qp::emit_data(TxPacket &pkt, Psn psn, TxKind kind, uint64_t now_ns, uint8_t
         if (++w.sent_pkts == w.npkts) ++sq_seg_;
         ++snd_nxt_;
         inflight_bytes_ += len;
-        plane_inflight_[evs_.entry(ev_idx).plane] += len;
+        inflight_add(evs_.entry(ev_idx).plane, len);
         ++ctr_.tx_data_pkts;
         ctr_.tx_data_bytes += len;
         ++ep_->plane_ctr_[evs_.entry(ev_idx).plane].tx_data_pkts;
@@ -111,8 +111,8 @@ bool Qp::emit_data(TxPacket &pkt, Psn psn, TxKind kind, uint64_t now_ns, uint8_t
         if (plane != s->plane) {
             if (s->avoid_plane) ++ctr_.retx_off_plane;
             // Its bytes are in flight on the new plane now.
-            plane_inflight_[s->plane] -= s->len;
-            plane_inflight_[plane] += s->len;
+            inflight_sub(s->plane, s->len);
+            inflight_add(plane, s->len);
         }
         s->avoid_plane = false;
         s->prev_sent_ns = s->sent_ns;
@@ -164,7 +164,7 @@ bool Qp::mark_acked(TxSlot &s, uint64_t now_ns) {
     s.acked = true;
     if (s.listed) tx_unlink(s);
     inflight_bytes_ -= s.len;
-    plane_inflight_[s.plane] -= s.len;
+    inflight_sub(s.plane, s.len);
     // An ack that comes sooner after a resend than any RTT the plane has
     // shown may be for an earlier transmission: loss detection does not
     // learn from it (RFC 8985), and the delivery is credited to the earlier
@@ -302,8 +302,8 @@ void Qp::on_sack(const wire::MrcPacket &p, uint64_t now_ns) {
         a.acked_bytes = acked_[pl].bytes;
         a.rtt_ns = signal ? rtt_ns : 0;
         a.ecn = signal && ecn;
-        count_cc(cc_[pl]->on_ack(a));
-        cwnd_[pl] = cc_[pl]->window_bytes();
+        count_cc(pcc_[pl]->cc->on_ack(a));
+        cc_moved(pl);
     }
     settle_acked();
     if (trigger != kNoEv) ev_feedback(trigger, ecn, rtt_ns, now_ns);
@@ -363,8 +363,8 @@ void Qp::on_nack(const wire::MrcPacket &p, uint64_t now_ns) {
         case wire::NackReason::kTrimmed:
         case wire::NackReason::kTrimmedLastHop: {
             const bool last_hop = reason == wire::NackReason::kTrimmedLastHop;
-            count_cc(cc_[s.plane]->on_trim_nack(now_ns, s.len, last_hop));
-            cwnd_[s.plane] = cc_[s.plane]->window_bytes();
+            count_cc(pcc_[s.plane]->cc->on_trim_nack(now_ns, s.len, last_hop));
+            cc_moved(s.plane);
             // A trim in the fabric is the path's fault; one at the last hop is not.
             if (const uint32_t i = evs_.find(h.ev_echo.get()); i != kNoEv) {
                 const uint8_t plane = evs_.entry(i).plane;

@@ -21,7 +21,7 @@ class Ring {
         mask_ = c - 1;
         head_ = tail_ = 0;
     }
-    uint32_t capacity() const { return mask_ + 1; }
+    uint32_t capacity() const { return uint32_t(buf_.size()); }  // 0 before init()
     uint32_t size() const { return tail_ - head_; }
     bool empty() const { return head_ == tail_; }
     bool full() const { return size() == capacity(); }
@@ -47,7 +47,7 @@ class Ring {
     // only when that much is outstanding (state in proportion to the work).
     void grow(uint32_t min_capacity) {
         if (min_capacity <= capacity()) return;
-        uint32_t c = capacity();
+        uint32_t c = capacity() ? capacity() : 1;
         while (c < min_capacity)
             c <<= 1;
         std::vector<T> b(c, T{});
@@ -61,7 +61,8 @@ class Ring {
     }
     // try_push, growing first (doubling, up to max_capacity) when full.
     bool push_growing(const T &v, uint32_t max_capacity) {
-        if (full() && capacity() < max_capacity) grow(std::min(2 * capacity(), max_capacity));
+        if (full() && capacity() < max_capacity)
+            grow(std::min(capacity() ? 2 * capacity() : 1, max_capacity));
         return try_push(v);
     }
     size_t memory_bytes() const { return buf_.capacity() * sizeof(T); }

@@ -1,0 +1,210 @@
+// Scope: congestion state shared per (peer, plane) (CcConfig::per_peer,
+// issue 18): many QPs from one endpoint to one peer hold, together, what
+// one path window allows in flight, not that window times the QP count;
+// QPs held back by the shared window are woken as acks free room, every QP
+// finishes, and the path state goes when its last QP does.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "core/endpoint.h"
+#include "core/loopback.h"
+
+namespace mrc {
+namespace {
+
+constexpr uint32_t kPlanes = 2;
+constexpr uint32_t kMtu = 1024;
+// Fixed CC: 64 packets, split over the planes (above the shared floor of
+// PathCc::kSharedFloorPkts, so the window is what binds).
+constexpr uint64_t kWindow = 64 * kMtu;
+
+// Two endpoints with `n` QP pairs between them, all to the same peer.
+struct Many {
+    std::unique_ptr<Endpoint> a, b;
+    std::vector<Qp *> qa, qb;
+    std::vector<uint8_t> src, dst;
+    uint32_t rkey = 0;
+    uint64_t now_ns = 1'000'000;
+
+    Many(uint32_t n, bool per_peer, uint32_t msg) : src(size_t{n} * msg), dst(size_t{n} * msg) {
+        EndpointConfig ec;
+        ec.planes = kPlanes;
+        ec.max_qps = n;
+        a = std::make_unique<Endpoint>(ec);
+        ec.qpn_base = 1u << 16;
+        b = std::make_unique<Endpoint>(ec);
+        QpConfig cfg;
+        cfg.mtu_payload_bytes = kMtu;
+        cfg.cc.algo = CcAlgo::kFixed;
+        cfg.cc.fixed_window_bytes = kWindow;
+        cfg.cc.per_peer = per_peer;
+        cfg.ev.evs = 8;
+        cfg.ev.backup_per_plane = 2;
+        cfg.ev.min_active = 2;
+        cfg.liveness = LivenessConfig{0, 0};
+        for (uint32_t i = 0; i < n; ++i) {
+            Qp *x = a->create_qp(cfg).value();
+            Qp *y = b->create_qp(cfg).value();
+            EXPECT_TRUE(x->to_init(LoopbackPair::kPd));
+            EXPECT_TRUE(y->to_init(LoopbackPair::kPd));
+            QpPeer px, py;
+            px.dst_qpn = b->wire_qpn(*y);
+            py.dst_qpn = a->wire_qpn(*x);
+            px.planes = py.planes = kPlanes;
+            for (uint32_t p = 0; p < kPlanes; ++p) {
+                px.path[p].src_ip = py.path[p].dst_ip = LoopbackPair::a_ip(p);
+                px.path[p].dst_ip = py.path[p].src_ip = LoopbackPair::b_ip(p);
+            }
+            EXPECT_TRUE(x->to_rtr(px, Psn(100)));
+            EXPECT_TRUE(y->to_rtr(py, Psn(100)));
+            EXPECT_TRUE(x->to_rts(Psn(100)));
+            EXPECT_TRUE(y->to_rts(Psn(100)));
+            qa.push_back(x);
+            qb.push_back(y);
+        }
+        rkey = b->mrs()
+                   .register_region(dst.data(), dst.size(), kAccessRemoteWrite, LoopbackPair::kPd)
+                   .value();
+        for (size_t i = 0; i < src.size(); ++i)
+            src[i] = uint8_t(i * 13 + 5);
+    }
+
+    // One WRITE of `msg` bytes on every QP, each into its own slot.
+    bool post_all(uint32_t msg) {
+        for (size_t i = 0; i < qa.size(); ++i) {
+            WriteRequest w;
+            w.wr_id = i;
+            w.local = src.data() + i * msg;
+            w.length = msg;
+            w.remote_addr = reinterpret_cast<uint64_t>(dst.data()) + uint64_t{i} * msg;
+            w.rkey = rkey;
+            if (qa[i]->post_write(w) != PostResult::kOk) return false;
+        }
+        return true;
+    }
+
+    struct Frame {
+        uint8_t plane;
+        std::vector<uint8_t> bytes;
+    };
+    std::vector<Frame> drain(Endpoint &e) {
+        std::vector<Frame> out;
+        uint8_t hdrs[32][wire::kMaxHdrBytes];
+        TxPacket tx[32];
+        for (;;) {
+            for (int i = 0; i < 32; ++i)
+                tx[i].hdr = hdrs[i];
+            const uint32_t k = e.poll_tx(tx, 32, now_ns);
+            if (k == 0) return out;
+            for (uint32_t i = 0; i < k; ++i) {
+                Frame f{tx[i].plane, {tx[i].hdr, tx[i].hdr + tx[i].hdr_len}};
+                f.bytes.insert(f.bytes.end(), tx[i].payload, tx[i].payload + tx[i].payload_len);
+                out.push_back(std::move(f));
+            }
+        }
+    }
+    void deliver(Endpoint &e, const std::vector<Frame> &fs) {
+        for (const auto &f : fs)
+            e.on_packet(f.bytes.data(), uint32_t(f.bytes.size()), f.plane, now_ns);
+    }
+    static uint64_t data_bytes_on(const std::vector<Frame> &fs, uint8_t plane) {
+        uint64_t b = 0;
+        for (const auto &f : fs)
+            if (f.plane == plane && f.bytes.size() > 100) b += f.bytes.size();
+        return b;
+    }
+};
+
+TEST(SharedCc, ManyQpsToOnePeerHoldOneWindowInFlight) {
+    constexpr uint32_t kQps = 40, kMsg = 64 * 1024;
+    Many m(kQps, true, kMsg);
+    ASSERT_TRUE(m.post_all(kMsg));
+    EXPECT_EQ(m.a->shared_paths(), kPlanes) << "one path state per plane for the one peer";
+    std::vector<uint32_t> done(kQps, 0);
+    uint32_t rounds = 0;
+    uint64_t max_inflight[kPlanes] = {};
+    for (; rounds < 4000; ++rounds) {
+        auto out = m.drain(*m.a);
+        for (uint8_t p = 0; p < kPlanes; ++p) {
+            const uint64_t f = m.qa[0]->path_cc(p).inflight;
+            const uint64_t window = m.qa[0]->path_cc(p).window;
+            max_inflight[p] = std::max(max_inflight[p], f);
+            // What the QPs hold together on the plane: the window, plus the
+            // one packet a path with nothing in flight may always take.
+            EXPECT_LE(f, window + kMtu) << "round " << rounds << " plane " << int(p);
+            uint64_t sum = 0;
+            for (Qp *q : m.qa)
+                sum += q->plane_inflight_bytes(p);
+            EXPECT_EQ(sum, f) << "the path's count is its QPs' sum";
+        }
+        m.deliver(*m.b, out);
+        m.now_ns += 20'000;  // past the delayed-ack wait
+        m.b->on_time(m.now_ns);
+        m.deliver(*m.a, m.drain(*m.b));
+        m.a->on_time(m.now_ns);
+        SendCompletion c[8];
+        bool all = true;
+        for (uint32_t i = 0; i < kQps; ++i) {
+            const uint32_t k = m.qa[i]->poll_send_cq(c, 8);
+            for (uint32_t j = 0; j < k; ++j) {
+                EXPECT_EQ(c[j].status, WcStatus::kSuccess);
+                ++done[i];
+            }
+            all = all && done[i] == 1;
+        }
+        if (all) break;
+    }
+    for (uint32_t i = 0; i < kQps; ++i)
+        EXPECT_EQ(done[i], 1u) << "QP " << i << " never finished: a waiter was not woken";
+    EXPECT_EQ(std::memcmp(m.src.data(), m.dst.data(), m.src.size()), 0);
+    for (uint8_t p = 0; p < kPlanes; ++p)
+        EXPECT_GE(max_inflight[p], m.qa[0]->path_cc(p).window) << "the window was used";
+    // 40 QPs x 64 KiB through two 32-packet windows: rounds, not one burst.
+    EXPECT_GE(rounds, 39u);
+    EXPECT_EQ(m.qa[0]->path_cc(0).window + m.qa[0]->path_cc(1).window, kWindow);
+}
+
+TEST(SharedCc, PerQpWindowsMultiplyWithTheQpCount) {
+    // The reference: each QP its own window, so 40 QPs put 40 windows out.
+    constexpr uint32_t kQps = 40, kMsg = 64 * 1024;
+    Many m(kQps, false, kMsg);
+    ASSERT_TRUE(m.post_all(kMsg));
+    EXPECT_EQ(m.a->shared_paths(), 0u);
+    auto out = m.drain(*m.a);
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < kQps; ++i)
+        for (uint8_t p = 0; p < kPlanes; ++p)
+            total += m.qa[i]->plane_inflight_bytes(p);
+    EXPECT_GE(total, uint64_t{kQps} * kWindow) << "each QP filled its own window";
+    EXPECT_EQ(m.qa[0]->path_cc(0).window + m.qa[0]->path_cc(1).window, kWindow);
+}
+
+TEST(SharedCc, PathStateGoesWithItsLastQpAndErrorsReturnTheirShare) {
+    Many m(3, true, 64 * 1024);
+    WriteRequest w;
+    w.local = m.src.data();
+    w.length = 64 * 1024;
+    w.remote_addr = reinterpret_cast<uint64_t>(m.dst.data());
+    w.rkey = m.rkey;
+    ASSERT_EQ(m.qa[0]->post_write(w), PostResult::kOk);
+    ASSERT_EQ(m.qa[1]->post_write(w), PostResult::kOk);
+    m.drain(*m.a);  // lost: nothing comes back
+    const uint64_t before = m.qa[0]->path_cc(0).inflight + m.qa[0]->path_cc(1).inflight;
+    EXPECT_GT(before, 0u);
+    const uint64_t mine = m.qa[0]->plane_inflight_bytes(0) + m.qa[0]->plane_inflight_bytes(1);
+    m.qa[0]->to_error(WcStatus::kFlushed);
+    EXPECT_EQ(m.qa[1]->path_cc(0).inflight + m.qa[1]->path_cc(1).inflight, before - mine)
+        << "a QP in error holds no room on the path";
+    ASSERT_TRUE(m.a->destroy_qp(m.qa[0]->qpn()));
+    ASSERT_TRUE(m.a->destroy_qp(m.qa[1]->qpn()));
+    EXPECT_EQ(m.a->shared_paths(), kPlanes) << "QP 3 still holds them";
+    EXPECT_EQ(m.qa[2]->path_cc(0).inflight + m.qa[2]->path_cc(1).inflight, 0u);
+    ASSERT_TRUE(m.a->destroy_qp(m.qa[2]->qpn()));
+    EXPECT_EQ(m.a->shared_paths(), 0u);
+}
+
+}  // namespace
+}  // namespace mrc
