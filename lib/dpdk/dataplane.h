@@ -167,11 +167,16 @@ class Worker {
 
   private:
     friend class Dataplane;
+    // A port's software TX queue. New data goes only to ports whose queue
+    // holds less than kTxDataRoom; the rest of it is for control packets
+    // (acks, probe answers, keepalives) the core addresses to a port that
+    // is backed up, so that a slow port does not cost them.
+    static constexpr uint16_t kTxQueueCap = 512;
+    static constexpr uint16_t kTxDataRoom = 128;
     struct TxQueue {
-        rte_mbuf *m[128];
+        rte_mbuf *m[kTxQueueCap];
         uint16_t n = 0;
     };
-    static constexpr uint16_t kTxQueueCap = 128;
 
     Worker(Dataplane *dp, uint32_t index, unsigned lcore, const EndpointConfig &ec,
            uint32_t max_qps);
@@ -188,7 +193,7 @@ class Worker {
     void publish(uint64_t now_ns);
     // Refresh up to `slots` QP slots from the cursor on (all of them: a full sweep).
     void publish_qps(uint64_t now_ns, uint32_t slots);
-    static constexpr uint32_t kQpSnapSlice = 64;
+    static constexpr uint32_t kQpSnapSlice = 16;
     void drain();
 
     Dataplane *dp_;

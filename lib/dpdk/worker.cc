@@ -376,7 +376,7 @@ uint32_t Worker::tx(uint64_t now_ns) {
         // New data only to ports whose queue has room for a burst.
         uint8_t room = 0;
         for (uint8_t p = 0; p < planes; ++p)
-            if ((port_enabled_ & (1u << p)) && txq_[p].n + cfg.burst <= kTxQueueCap)
+            if ((port_enabled_ & (1u << p)) && txq_[p].n + cfg.burst <= kTxDataRoom)
                 room |= uint8_t(1u << p);
         // Every queue full: nothing could go out, and asking the core would
         // still give every ready QP a turn (a walk over all of them per loop
