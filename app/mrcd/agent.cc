@@ -1,5 +1,6 @@
 #include "agent.h"
 
+#include <rte_log.h>
 #include <rte_ring.h>
 #include <unistd.h>
 
@@ -346,6 +347,20 @@ uint32_t Agent::flush_sqes(AgentQp &q, uint32_t avail, uint32_t &space) {
         q.cq->push(c);
         q.event_sent = true;
         ++work;
+        // Why a QP failed on its own (not asked to: shutdown, flush, the
+        // peer's DISCONNECT): what it had sent and heard, for the operator.
+        if (!q.shutdown && !q.event_status && qp.error_cause() != WcStatus::kFlushed) {
+            const QpCounters &k = qp.counters();
+            RTE_LOG(WARNING, USER1,
+                    "mrcd: QP %u failed: %s (sent %lu data packets, %lu resends, %lu "
+                    "keepalives; %lu acked; %lu timeouts, %lu silent; %lu bytes in flight, "
+                    "window %lu)\n",
+                    q.wire_qpn, to_string(qp.error_cause()), (unsigned long)k.tx_data_pkts,
+                    (unsigned long)k.tx_retx_pkts, (unsigned long)k.tx_keepalives,
+                    (unsigned long)(k.acked_pkts + k.sacked_pkts), (unsigned long)k.ack_timeouts,
+                    (unsigned long)k.rto_silent, (unsigned long)qp.inflight_bytes(),
+                    (unsigned long)qp.window_bytes());
+        }
     }
     return work;
 }

@@ -24,7 +24,10 @@ namespace {
 
 constexpr uint16_t kCmEv = 0xc0de;  // UDP source port of CM frames (not a QP's EV)
 constexpr uint64_t kAnsweredKeepNs = 60'000'000'000ull;
-constexpr size_t kMaxAcceptBacklog = 64;
+// CM frames per SendCm command when batched: well inside a worker's TX
+// queue (kTxQueueCap per port), so none is dropped for room.
+constexpr size_t kCmBatchFrames = 64;
+constexpr size_t kMaxAcceptBacklog = 512;
 
 }  // namespace
 
@@ -70,7 +73,28 @@ void Daemon::send_cm(const wire::CmFields &f, uint8_t plane_mask, const uint32_t
         wire::write_cm(frame.data(), a, kCmEv, f);
         send.frames.emplace_back(p, std::move(frame));
     }
-    if (!send.frames.empty()) run_on(0, std::move(send));
+    if (send.frames.empty()) return;
+    if (!cm_batch_) {
+        run_on(0, std::move(send));
+        return;
+    }
+    for (auto &fr : send.frames)
+        cm_batch_->frames.push_back(std::move(fr));
+    if (cm_batch_->frames.size() >= kCmBatchFrames) {
+        run_on(0, std::move(*cm_batch_));
+        cm_batch_.emplace();
+    }
+}
+
+void Daemon::begin_cm_batch() {
+    if (cm_batch_depth_++ == 0) cm_batch_.emplace();
+}
+
+void Daemon::end_cm_batch() {
+    if (--cm_batch_depth_ != 0) return;
+    cmd::SendCm rest = std::move(*cm_batch_);
+    cm_batch_.reset();
+    if (!rest.frames.empty()) run_on(0, std::move(rest));
 }
 
 void Daemon::send_connect(Pending &p) {
@@ -175,6 +199,7 @@ cmd::ConnectQp Daemon::connect_command(QpRec &r, const wire::CmFields &f, uint32
 void Daemon::poll_cm() {
     void *objs[32];
     unsigned n;
+    begin_cm_batch();  // the answers to a burst of CONNECTs leave together
     do {
         n = rte_ring_sc_dequeue_burst(cm_in_.ring, objs, 32, nullptr);
         for (unsigned i = 0; i < n; ++i) {
@@ -183,6 +208,7 @@ void Daemon::poll_cm() {
             delete m;
         }
     } while (n == 32);
+    end_cm_batch();
     ctr_.cm_dropped = cm_in_.overflow.load(std::memory_order_relaxed) +
                       cm_in_.oversize.load(std::memory_order_relaxed);
 }
@@ -244,8 +270,14 @@ void Daemon::on_connect(const wire::CmFields &f, const CmFrom &from, uint64_t no
     auto l = listeners_.find(f.service);
     if (l == listeners_.end() || draining_) return reject(wire::CmReject::kNoListener);
     // A listener that does not accept holds a ring per waiting QP:
-    // bounded, so remote CONNECTs cannot use up the daemon's files.
-    if (l->second.ready.size() >= kMaxAcceptBacklog) return reject(wire::CmReject::kNoResources);
+    // bounded, so remote CONNECTs cannot use up the daemon's files. A full
+    // backlog is a wait, not a refusal (a SYN queue's rule): no answer, and
+    // the requester's resend (connect_resend_ms) finds room once the
+    // application has accepted; one that never accepts times it out.
+    if (l->second.ready.size() >= kMaxAcceptBacklog) {
+        ++ctr_.cm_backlog_full;
+        return;
+    }
     Client &c = *clients_.at(l->second.client);
     int status = MRC_OK;
     auto q = new_qp(c, l->second.cq_id, l->second.sq_depth, &status);
@@ -292,10 +324,9 @@ void Daemon::on_answer(const wire::CmFields &f, const CmFrom &from, uint64_t now
     auto it = connecting_.find(f.conn_id);
     if (it == connecting_.end()) {
         // A repeat of an answer already taken, or nobody asked.
-        bool repeat = false;
-        for (const auto &[n, q] : qps_)
-            repeat =
-                repeat || (q->connected && q->peer_qpn == f.src_qpn && q->wire_qpn == f.dst_qpn);
+        auto q = qps_.find(f.dst_qpn);
+        const bool repeat =
+            q != qps_.end() && q->second->connected && q->second->peer_qpn == f.src_qpn;
         ++(repeat ? ctr_.cm_duplicates : ctr_.cm_bad);
         return;
     }
@@ -306,14 +337,12 @@ void Daemon::on_answer(const wire::CmFields &f, const CmFrom &from, uint64_t now
         return;
     }
     Client &c = *cl->second;
-    const uint32_t seq = p.seq;
-    constexpr auto op = uint16_t(ipc::Op::kConnect);
     if (f.op == wire::CmOp::kReject) {
+        const Pending done = std::move(p);
         connecting_.erase(it);
-        c.waiting.reset();
-        return reply(c, op, seq, MRC_EREFUSED,
-                     fmt::format("{} refused the connection: {}", wire::ipv4_string(from.ip),
-                                 wire::to_string(f.reason)));
+        return finish_connect(c, done, MRC_EREFUSED,
+                              fmt::format("{} refused the connection: {}",
+                                          wire::ipv4_string(from.ip), wire::to_string(f.reason)));
     }
     if (f.dst_qpn != p.qpn) {
         ++ctr_.cm_bad;
@@ -323,20 +352,38 @@ void Daemon::on_answer(const wire::CmFields &f, const CmFrom &from, uint64_t now
     cmd::ConnectQp up = connect_command(r, f, pd_of(c.id, p.service));
     up.expected_psn = f.psn;
     up.start_psn = p.psn;
-    const uint32_t service = p.service;
     const CommandAnswer a = run_on(r.worker, up);
-    connecting_.erase(it);  // p is gone from here on
-    c.waiting.reset();
+    const Pending done = std::move(p);
+    connecting_.erase(it);
     if (!a.ok) {
         disconnect_stray(f, from.ip, from.mac);
-        return reply(c, op, seq, MRC_EINVAL, "cannot bring the QP up: " + a.error);
+        return finish_connect(c, done, MRC_EINVAL, "cannot bring the QP up: " + a.error);
     }
     r.connected = true;
     r.connected_ns = now;
     ++ctr_.accepts;
     log(RTE_LOG_INFO, "QP {} of client {} connected to {} QP {} (service {})", r.wire_qpn, c.id,
-        wire::ipv4_string(from.ip), f.src_qpn, service);
-    reply(c, op, seq, MRC_OK, "");
+        wire::ipv4_string(from.ip), f.src_qpn, done.service);
+    finish_connect(c, done, MRC_OK, "");
+}
+
+void Daemon::finish_connect(Client &c, const Pending &p, int status, const std::string &msg) {
+    if (!p.in_batch) {
+        if (c.waiting && c.waiting->kind == Pending::kConnect && c.waiting->seq == p.seq) {
+            c.waiting.reset();
+            reply(c, uint16_t(ipc::Op::kConnect), p.seq, status, msg);
+        }
+        return;
+    }
+    if (!c.waiting || c.waiting->kind != Pending::kConnectMany || c.waiting->seq != p.seq) return;
+    Pending &b = *c.waiting;
+    if (p.index >= b.batch_status.size()) return;
+    b.batch_status[p.index] = status;
+    if (status != MRC_OK && b.batch_error.empty())
+        b.batch_error = fmt::format("QP {}: {}", p.qpn, msg);
+    --b.batch_open;
+    --b.batch_left;
+    send_batch(c);
 }
 
 // DISCONNECT: the peer took its side down; ours fails with PEER_DISCONNECTED.
@@ -370,7 +417,9 @@ void Daemon::on_disconnect(const wire::CmFields &f, const CmFrom &from) {
 
 void Daemon::timeouts() {
     const uint64_t now = mono_ns();
+    begin_cm_batch();  // resent CONNECTs leave together
     connect_timeouts(now);
+    end_cm_batch();
     accept_timeouts(now);
     while (!answered_order_.empty() && now - answered_order_.front().first > kAnsweredKeepNs) {
         auto it = answered_.find(answered_order_.front().second);
@@ -392,13 +441,14 @@ void Daemon::connect_timeouts(uint64_t now) {
         }
         if (now >= p.deadline_ns) {
             Client &c = *cl->second;
-            const uint32_t seq = p.seq;
-            const uint32_t ip = p.peer_ip;
+            const Pending done = std::move(p);
             it = connecting_.erase(it);
-            c.waiting.reset();
-            reply(c, uint16_t(ipc::Op::kConnect), seq, MRC_ETIMEDOUT,
-                  fmt::format("no answer from {} (is mrcd running there, on the same MRC port?)",
-                              wire::ipv4_string(ip)));
+            // finish_connect may start more of a batch (connecting_ grows
+            // behind `it`: a map's iterators stay valid).
+            finish_connect(
+                c, done, MRC_ETIMEDOUT,
+                fmt::format("no answer from {} (is mrcd running there, on the same MRC port?)",
+                            wire::ipv4_string(done.peer_ip)));
             continue;
         }
         if (now >= p.next_send_ns) send_connect(p);

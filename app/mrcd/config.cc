@@ -251,6 +251,12 @@ Result<DaemonConfig> load_config(const std::string &path, const std::string &tex
         c.qp.liveness.keepalive_ns = keepalive_ms * 1'000'000;
         c.qp.liveness.peer_timeout_ns = peer_timeout_ms * 1'000'000;
         if (auto r = t.whole("max_send_wr", &c.qp.max_send_wr, 1, 65536); !r) return in_file(r);
+        std::string scope = c.qp.cc.per_peer ? "peer" : "qp";
+        if (auto r = t.string("cc_scope", &scope); !r) return in_file(r);
+        if (scope != "peer" && scope != "qp")
+            return Error{prefix + "[qp]: cc_scope must be \"peer\" or \"qp\", not \"" + scope +
+                         "\""};
+        c.qp.cc.per_peer = scope == "peer";
         if (auto r = t.done(); !r) return in_file(r);
     }
     if (const auto *ns = root["neighbor"].as_array()) {

@@ -26,6 +26,7 @@ namespace mrc::mrcd {
     X(disconnects_received, "DISCONNECT frames received")                                       \
     X(cm_bad, "CM frames that did not parse, or matched nothing")                               \
     X(cm_duplicates, "copies of CM frames already acted on (each plane brings one)")            \
+    X(cm_backlog_full, "CONNECTs left unanswered while the listener's accept backlog was full") \
     X(cm_dropped, "CM frames lost because the server thread was behind (or oversized)")
 
 #define MRCD_COUNTER_FIELD(name, doc) uint64_t name = 0;

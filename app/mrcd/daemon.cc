@@ -33,7 +33,7 @@ namespace mrc::mrcd {
 
 namespace {
 
-constexpr uint32_t kCmInCap = 256;
+constexpr uint32_t kCmInCap = 1024;
 
 // What DPDK telemetry's /mrcd/status shows: a copy the server thread
 // refreshes, read by the telemetry thread under the lock.

@@ -106,6 +106,14 @@ class Daemon {
     void do_create_qp(Client &c, uint32_t seq, const ipc::CreateQpReq &req);
     void do_destroy_qp(Client &c, uint32_t seq, const ipc::KeyReq &req);
     void do_connect(Client &c, uint32_t seq, const ipc::ConnectReq &req);
+    void do_connect_many(Client &c, uint32_t seq, const uint8_t *body, uint32_t len);
+    // A CONNECT of QP `qpn` sent and waited for (connecting_).
+    Pending &start_connect(Client &c, uint32_t seq, uint32_t qpn, uint32_t service,
+                           uint32_t peer_ip, uint64_t deadline_ns);
+    void send_batch(Client &c);
+    // A connect ended (answered, refused, timed out): the application's
+    // reply, or its place in the batch. `p` may be gone when this returns.
+    void finish_connect(Client &c, const Pending &p, int status, const std::string &msg);
     void do_listen(Client &c, uint32_t seq, const ipc::ListenReq &req);
     void do_accept(Client &c, uint32_t seq, const ipc::AcceptReq &req);
     void do_admin(Client &c, uint32_t seq, const uint8_t *body, size_t n);
@@ -136,6 +144,10 @@ class Daemon {
     void on_disconnect(const wire::CmFields &f, const CmFrom &from);
     bool answer_repeat(const wire::CmFields &f, const CmFrom &from);
     void send_answer(wire::CmFields ans, const CmFrom &from);
+    // CM frames are gathered while a batch is open and handed to the
+    // worker kCmBatchFrames at a time, not one command each.
+    void begin_cm_batch();
+    void end_cm_batch();
     void send_cm(const wire::CmFields &f, uint8_t plane_mask, const uint32_t *dst_ip,
                  const wire::MacAddr *dst_mac);
     void send_connect(Pending &p);
@@ -196,6 +208,8 @@ class Daemon {
     std::mt19937_64 rng_;
     DaemonCounters ctr_;
     bool draining_ = false;
+    std::optional<cmd::SendCm> cm_batch_;
+    uint32_t cm_batch_depth_ = 0;
     uint64_t started_ns_ = 0;
 };
 

@@ -68,7 +68,7 @@ struct Daemon::Listener {
 
 // A connect or accept an application waits for.
 struct Daemon::Pending {
-    enum Kind : uint8_t { kConnect, kAccept } kind = kConnect;
+    enum Kind : uint8_t { kConnect, kAccept, kConnectMany } kind = kConnect;
     uint32_t client = 0;
     uint32_t seq = 0;  // of the request, for the reply
     uint64_t deadline_ns = 0;
@@ -79,6 +79,16 @@ struct Daemon::Pending {
     uint32_t peer_ip = 0;
     uint32_t psn = 0;  // our first PSN
     uint64_t next_send_ns = 0;
+    bool in_batch = false;  // one QP of the client's kConnectMany
+    uint32_t index = 0;     // ...its place in the batch
+    // kConnectMany (the client's waiting entry): at most kConnectWindow of
+    // its CONNECTs are out at a time (the peer's inbox is bounded).
+    std::vector<uint32_t> batch_qpns;
+    std::vector<int32_t> batch_status;
+    uint32_t batch_next = 0;  // next to send
+    uint32_t batch_open = 0;  // sent, not finished
+    uint32_t batch_left = 0;  // not finished
+    std::string batch_error;  // the first failure's text
 };
 
 struct Daemon::Client {

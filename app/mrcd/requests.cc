@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <unordered_set>
 
 #include "client/sock.h"
 #include "daemon.h"
@@ -162,6 +163,9 @@ void Daemon::dispatch(Client &c, const ipc::ReqHdr &h, const uint8_t *b, int fd)
             return;
         case ipc::Op::kConnect:
             if (auto r = decode<ipc::ConnectReq>(c, h, b)) do_connect(c, seq, *r);
+            return;
+        case ipc::Op::kConnectMany:
+            do_connect_many(c, seq, b, h.body_bytes);
             return;
         case ipc::Op::kListen:
             if (auto r = decode<ipc::ListenReq>(c, h, b)) do_listen(c, seq, *r);
@@ -482,20 +486,108 @@ void Daemon::do_connect(Client &c, uint32_t seq, const ipc::ConnectReq &req) {
     if (q.connected) return reply(c, op, seq, MRC_ESTATE, "QP already connected");
     if (req.peer_ip == 0 || req.peer_ip == 0xffffffff)
         return reply(c, op, seq, MRC_EINVAL, "peer address 0.0.0.0 / broadcast");
+    Pending &p =
+        start_connect(c, seq, req.qpn, req.service, req.peer_ip, deadline_after_ms(req.timeout_ms));
+    c.waiting = std::make_unique<Pending>(p);
+}
+
+Daemon::Pending &Daemon::start_connect(Client &c, uint32_t seq, uint32_t qpn, uint32_t service,
+                                       uint32_t peer_ip, uint64_t deadline_ns) {
     auto p = std::make_unique<Pending>();
     p->kind = Pending::kConnect;
     p->client = c.id;
     p->seq = seq;
-    p->deadline_ns = deadline_after_ms(req.timeout_ms);
-    p->conn_id = rng_();
-    p->qpn = req.qpn;
-    p->service = req.service;
-    p->peer_ip = req.peer_ip;
+    p->deadline_ns = deadline_ns;
+    do {
+        p->conn_id = rng_();
+    } while (connecting_.count(p->conn_id));
+    p->qpn = qpn;
+    p->service = service;
+    p->peer_ip = peer_ip;
     p->psn = uint32_t(rng_()) & wire::kQpnMask;
-    q.service = req.service;
+    qps_.at(qpn)->service = service;
     send_connect(*p);
-    c.waiting = std::make_unique<Pending>(*p);
-    connecting_[p->conn_id] = std::move(p);
+    Pending &ref = *p;
+    connecting_[ref.conn_id] = std::move(p);
+    return ref;
+}
+
+// Many QPs of one context to one peer service: their CONNECTs go out
+// together (kConnectWindow at a time) and one reply carries every status.
+void Daemon::do_connect_many(Client &c, uint32_t seq, const uint8_t *body, uint32_t len) {
+    constexpr auto op = uint16_t(ipc::Op::kConnectMany);
+    ipc::ConnectManyReq req;
+    if (len < sizeof req) return reply(c, op, seq, MRC_EINVAL, "short connect-many request");
+    std::memcpy(&req, body, sizeof req);
+    if (req.count == 0 || req.count > ipc::kMaxConnectMany)
+        return reply(
+            c, op, seq, MRC_EINVAL,
+            fmt::format("{} QPs in one request (1 .. {})", req.count, ipc::kMaxConnectMany));
+    if (len != sizeof req + size_t{req.count} * sizeof(uint32_t))
+        return reply(c, op, seq, MRC_EINVAL, "request body disagrees with its QP count");
+    if (req.peer_ip == 0 || req.peer_ip == 0xffffffff)
+        return reply(c, op, seq, MRC_EINVAL, "peer address 0.0.0.0 / broadcast");
+    std::vector<uint32_t> qpns(req.count);
+    std::memcpy(qpns.data(), body + sizeof req, qpns.size() * sizeof qpns[0]);
+    // Each QP this context's, not connected, named once.
+    std::unordered_set<uint32_t> mine(c.qps.begin(), c.qps.end()), seen;
+    for (const uint32_t n : qpns) {
+        if (!mine.count(n))
+            return reply(c, op, seq, MRC_ENOENT, fmt::format("no QP {} in this context", n));
+        if (!seen.insert(n).second)
+            return reply(c, op, seq, MRC_EINVAL, fmt::format("QP {} named twice", n));
+        if (qps_.at(n)->connected)
+            return reply(c, op, seq, MRC_ESTATE, fmt::format("QP {} already connected", n));
+    }
+    auto b = std::make_unique<Pending>();
+    b->kind = Pending::kConnectMany;
+    b->client = c.id;
+    b->seq = seq;
+    b->deadline_ns = deadline_after_ms(req.timeout_ms);
+    b->service = req.service;
+    b->peer_ip = req.peer_ip;
+    b->batch_qpns = std::move(qpns);
+    b->batch_status.assign(req.count, MRC_ETIMEDOUT);
+    b->batch_left = req.count;
+    c.waiting = std::move(b);
+    send_batch(c);
+}
+
+void Daemon::send_batch(Client &c) {
+    // Enough in flight to cover the round trip, few enough for the peer's
+    // CM inbox (two planes' copies each).
+    constexpr uint32_t kConnectWindow = 64;
+    Pending &b = *c.waiting;
+    const uint64_t now = mono_ns();
+    begin_cm_batch();
+    while (b.batch_next < b.batch_qpns.size() && b.batch_open < kConnectWindow) {
+        const uint32_t i = b.batch_next++;
+        const uint32_t qpn = b.batch_qpns[i];
+        if (now >= b.deadline_ns || !qps_.count(qpn)) {
+            b.batch_status[i] = qps_.count(qpn) ? MRC_ETIMEDOUT : MRC_ENOENT;
+            if (b.batch_error.empty())
+                b.batch_error = fmt::format("QP {}: {}", qpn,
+                                            qps_.count(qpn) ? "no time left" : "the QP is gone");
+            --b.batch_left;
+            continue;
+        }
+        ++b.batch_open;
+        Pending &p = start_connect(c, b.seq, qpn, b.service, b.peer_ip, b.deadline_ns);
+        p.in_batch = true;
+        p.index = i;
+    }
+    end_cm_batch();
+    if (b.batch_left != 0) return;
+    // The body: every QP's status, then the first failure's text (whole:
+    // the header's message field is short).
+    std::vector<uint8_t> out(b.batch_status.size() * sizeof(int32_t) + b.batch_error.size());
+    std::memcpy(out.data(), b.batch_status.data(), b.batch_status.size() * sizeof(int32_t));
+    std::memcpy(out.data() + b.batch_status.size() * sizeof(int32_t), b.batch_error.data(),
+                b.batch_error.size());
+    const std::string err = std::move(b.batch_error);
+    const uint32_t seq = b.seq;
+    c.waiting.reset();
+    reply(c, uint16_t(ipc::Op::kConnectMany), seq, MRC_OK, err, out.data(), out.size());
 }
 
 void Daemon::do_listen(Client &c, uint32_t seq, const ipc::ListenReq &req) {

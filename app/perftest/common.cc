@@ -24,7 +24,7 @@ void add_common(CLI::App &cli, Options &o) {
     cli.add_option("-D,--duration", o.duration_s, "seconds to run (instead of --iters)")
         ->check(CLI::Range(0.0, 86400.0));
     cli.add_option("-q,--qp", o.qps, "queue pairs")
-        ->check(CLI::Range(1u, 1024u))
+        ->check(CLI::Range(1u, 16384u))
         ->capture_default_str();
     cli.add_option("-t,--tx-depth", o.tx_depth, "outstanding writes per QP")
         ->check(CLI::Range(1u, 4096u))
@@ -41,6 +41,8 @@ void add_common(CLI::App &cli, Options &o) {
         ->check(CLI::Range(0u, 100000u));
     cli.add_option("--timeout-ms", o.timeout_ms, "how long to wait for the peer")
         ->capture_default_str();
+    cli.add_flag("--serial-connect", o.serial_connect,
+                 "connect the QPs one mrc_connect at a time (default: mrc_connect_many)");
 }
 
 int tool_main(int argc, char **argv, const char *name, const char *what, Options o, Role server,

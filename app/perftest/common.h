@@ -35,8 +35,9 @@ struct Options {
     bool report_gbits = true;
     std::string json_path;
     int timeout_ms = 30000;
-    bool yield = false;     // sched_yield() on an empty poll (the CPU is shared with mrcd)
-    uint32_t sleep_us = 0;  // or sleep this long on an empty poll
+    bool yield = false;           // sched_yield() on an empty poll (the CPU is shared with mrcd)
+    uint32_t sleep_us = 0;        // or sleep this long on an empty poll
+    bool serial_connect = false;  // one mrc_connect per QP instead of mrc_connect_many
 };
 
 // What a polling loop does when the CQ was empty.

@@ -147,9 +147,15 @@ int client(const Options &o, mrc_context *ctx) {
     const uint64_t raddr = peer.value("addr", uint64_t{0});
     const uint32_t rkey = peer.value("rkey", 0u);
     const uint64_t c0 = now_ns();
-    for (auto *q : qp)
-        if (int rc = mrc_connect(q, ip.c_str(), o.service, o.timeout_ms); rc)
-            die(ctx, "connect", rc);
+    if (o.serial_connect) {
+        for (auto *q : qp)
+            if (int rc = mrc_connect(q, ip.c_str(), o.service, o.timeout_ms); rc)
+                die(ctx, "connect", rc);
+    } else if (int rc = mrc_connect_many(qp.data(), unsigned(qp.size()), ip.c_str(), o.service,
+                                         o.timeout_ms, nullptr);
+               rc) {
+        die(ctx, "connect", rc);
+    }
     json ready;
     ready = ch.recv(o.timeout_ms);
     // Until the server has accepted them all: what a job waits for.

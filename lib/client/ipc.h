@@ -40,6 +40,7 @@ enum class Op : uint16_t {
     kListen = 9,
     kAccept = 10,
     kAdmin = 11,  // mrcctl: JSON request in, JSON reply out
+    kConnectMany = 12,
 };
 
 struct ReqHdr {
@@ -112,6 +113,17 @@ struct ConnectReq {
     uint32_t peer_ip;  // host order
     uint32_t timeout_ms;
 };
+// kConnectMany: ConnectManyReq, then `count` wire QPNs (uint32_t). The
+// CONNECTs go out together; the reply (status OK) carries one int32_t
+// mrc_status per QP, in order, and the first failure's text.
+struct ConnectManyReq {
+    uint32_t service;
+    uint32_t peer_ip;  // host order
+    uint32_t timeout_ms;
+    uint32_t count;  // 1 .. kMaxConnectMany
+};
+inline constexpr uint32_t kMaxConnectMany = 4096;
+static_assert(sizeof(ReqHdr) + sizeof(ConnectManyReq) + kMaxConnectMany * 4 <= kMaxMessageBytes);
 struct ListenReq {
     uint32_t service;
     uint32_t cq_id;

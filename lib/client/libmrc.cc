@@ -73,6 +73,12 @@ struct mrc_qp {
 
 namespace {
 
+uint64_t mono_ms() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1'000'000;
+}
+
 // The calling thread's last error (like errno): threads posting to
 // different QPs of one context never share it.
 thread_local char t_error[512];
@@ -612,6 +618,60 @@ int mrc_connect(mrc_qp *qp, const char *peer, uint32_t service, int timeout_ms) 
         request(ctx, Op::kConnect, &req, sizeof req, nullptr, 0, -1, nullptr, timeout_ms + 5000);
     if (r == MRC_OK) qp->connected = true;
     return r;
+}
+
+int mrc_connect_many(mrc_qp *const *qps, unsigned n, const char *peer, uint32_t service,
+                     int timeout_ms, int *status) {
+    if (qps == nullptr || n == 0) return MRC_EINVAL;
+    for (unsigned i = 0; i < n; ++i)
+        if (qps[i] == nullptr || qps[i]->ctx != qps[0]->ctx) return MRC_EINVAL;
+    mrc_context *ctx = qps[0]->ctx;
+    const auto ip = parse_ip(peer);
+    if (!ip) return fail(ctx, MRC_EINVAL, "peer '%s' is not an IPv4 address", peer ? peer : "");
+    if (timeout_ms <= 0) timeout_ms = 5000;
+    timeout_ms = std::min(timeout_ms, 600'000);
+    std::lock_guard<std::mutex> g(ctx->mu);
+    for (unsigned i = 0; i < n; ++i) {
+        if (status) status[i] = MRC_OK;
+        if (qps[i]->connected)
+            return fail(ctx, MRC_ESTATE, "QP %u is already connected", qps[i]->qpn);
+    }
+    const uint64_t deadline = mono_ms() + uint64_t(timeout_ms);
+    int first = MRC_OK;
+    std::string first_msg;
+    // In requests of up to kMaxConnectMany QPs, one after the other.
+    for (unsigned at = 0; at < n; at += kMaxConnectMany) {
+        const unsigned k = std::min<unsigned>(n - at, kMaxConnectMany);
+        const uint64_t now = mono_ms();
+        const auto left = int(deadline > now ? deadline - now : 1);
+        ConnectManyReq req{service, *ip, uint32_t(left), k};
+        std::vector<uint8_t> body(sizeof req + k * sizeof(uint32_t));
+        std::memcpy(body.data(), &req, sizeof req);
+        for (unsigned i = 0; i < k; ++i)
+            std::memcpy(body.data() + sizeof req + i * sizeof(uint32_t), &qps[at + i]->qpn,
+                        sizeof(uint32_t));
+        std::string rep;
+        if (int r = request(ctx, Op::kConnectMany, body.data(), body.size(), nullptr, 0, -1,
+                            nullptr, left + 5000, &rep);
+            r != MRC_OK) {
+            for (unsigned i = at; i < n && status; ++i)
+                status[i] = r;
+            return r;
+        }
+        // The body: one status per QP, then the first failure's text.
+        if (rep.size() < k * sizeof(int32_t))
+            return fail(ctx, MRC_EDAEMON, "connect-many reply too short (%zu bytes)", rep.size());
+        for (unsigned i = 0; i < k; ++i) {
+            int32_t st;
+            std::memcpy(&st, rep.data() + i * sizeof st, sizeof st);
+            if (st == MRC_OK) qps[at + i]->connected = true;
+            if (status) status[at + i] = st;
+            if (st != MRC_OK && first == MRC_OK) first = st;
+        }
+        if (first != MRC_OK && first_msg.empty()) first_msg = rep.substr(k * sizeof(int32_t));
+    }
+    if (first != MRC_OK) return fail(ctx, first, "%s", first_msg.c_str());
+    return MRC_OK;
 }
 
 int mrc_listen(mrc_context *ctx, uint32_t service, mrc_cq *cq, const struct mrc_qp_attr *attr) {

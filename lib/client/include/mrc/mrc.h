@@ -166,6 +166,14 @@ uint32_t mrc_qp_num(const mrc_qp *qp);
  * `service`; peer is the peer daemon's IPv4 address on one of its planes.
  * Waits up to timeout_ms. */
 int mrc_connect(mrc_qp *qp, const char *peer, uint32_t service, int timeout_ms);
+/* Connects n QPs of one context to the same peer and service at once: the
+ * daemon sends their CONNECTs together and answers once, so n QPs cost far
+ * less than n mrc_connect calls. timeout_ms bounds the whole call. Returns
+ * MRC_OK when every QP connected; otherwise the first failure's status
+ * (mrc_last_error names the QP), and status[i] (when not NULL) holds each
+ * QP's own result: QPs that connected stay connected. */
+int mrc_connect_many(mrc_qp *const *qps, unsigned n, const char *peer, uint32_t service,
+                     int timeout_ms, int *status);
 /* Takes connections on `service`: the daemon creates a QP for each on cq. */
 int mrc_listen(mrc_context *ctx, uint32_t service, mrc_cq *cq, const struct mrc_qp_attr *attr);
 /* The next connection on a service this context listens on. */
