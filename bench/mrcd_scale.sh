@@ -20,6 +20,7 @@ shift $(($# < 3 ? $# : 3))
 counts=("$@")
 [ ${#counts[@]} -gt 0 ] || counts=(16 256 1000 4000)
 depth=${DEPTH:-2}
+cc_scope=${CC_SCOPE:-peer}  # the daemons' [qp] cc_scope: peer (shared windows) or qp
 b=build/app
 for x in mrcd mrc_write_bw; do
   [ -x "$b/$x" ] || { echo "build first: meson compile -C build" >&2; exit 2; }
@@ -47,8 +48,8 @@ start_daemons() {  # tag
   for w in a b; do
     local ip0=10.0.0.1 ip1=10.0.1.1
     [ "$w" = b ] && ip0=10.0.0.2 ip1=10.0.1.2
-    printf '[daemon]\nsocket = "%s"\nmax_qps_per_client = %d\n[dataplane]\nidle = "yield"\nmax_qps = %d\n[[plane]]\nip = "%s"\n[[plane]]\nip = "%s"\n' \
-      "$work/$t-$w.sock" "$max" "$max" "$ip0" "$ip1" >"$work/$t-$w.toml"
+    printf '[daemon]\nsocket = "%s"\nmax_qps_per_client = %d\n[dataplane]\nidle = "yield"\nmax_qps = %d\n[qp]\ncc_scope = "%s"\n[[plane]]\nip = "%s"\n[[plane]]\nip = "%s"\n' \
+      "$work/$t-$w.sock" "$max" "$max" "$cc_scope" "$ip0" "$ip1" >"$work/$t-$w.toml"
   done
   "$b/mrcd" "${eal[@]}" --file-prefix "mrc-bench-$t-a" --lcores 0@1,1@0 $(vdevs server "$t") -- \
     --config "$work/$t-a.toml" >"$work/$t-a.log" 2>&1 &
