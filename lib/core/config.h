@@ -44,9 +44,10 @@ struct LossConfig {
     bool tlp = true;
 };
 
-// Liveness of the peer (docs/loss-recovery.md): a QP in RTS that heard
-// nothing from its peer for keepalive_ns sends a keepalive probe (another
-// plane each time); nothing heard for peer_timeout_ns errors the QP with
+// Liveness of the peer host (docs/loss-recovery.md), shared by an
+// endpoint's QPs to it: when nothing was heard from the peer (on any of
+// them) for keepalive_ns, one of them sends a keepalive probe (another
+// plane each time); nothing heard for peer_timeout_ns errors them with
 // kPeerUnreachable. 0 switches either off.
 struct LivenessConfig {
     uint64_t keepalive_ns = 100'000'000;

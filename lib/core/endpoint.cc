@@ -130,6 +130,20 @@ void Endpoint::release_path_cc(PathCc *c) {
     set_floor(*c);
 }
 
+PeerLink *Endpoint::acquire_peer_link(uint64_t key) {
+    auto &slot = peer_links_[key];
+    if (!slot) {
+        slot = std::make_unique<PeerLink>();
+        slot->key = key;
+    }
+    ++slot->users;
+    return slot.get();
+}
+
+void Endpoint::release_peer_link(PeerLink *l) {
+    if (--l->users == 0) peer_links_.erase(l->key);
+}
+
 void Endpoint::set_floor(PathCc &c) {
     c.floor = uint64_t{std::min(c.users, PathCc::kSharedFloorPkts)} * c.mtu;
     c.window = std::max(c.cc->window_bytes(), c.floor);

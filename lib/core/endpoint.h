@@ -120,12 +120,16 @@ class Endpoint {
 
     // Paths with shared congestion state (CcConfig::per_peer), and their QPs.
     size_t shared_paths() const { return path_cc_.size(); }
+    // Peers with shared liveness state (one per peer host of any QP).
+    size_t peer_links() const { return peer_links_.size(); }
     uint32_t max_qps() const { return cfg_.max_qps; }
 
   private:
     friend class Qp;
     PathCc *acquire_path_cc(uint64_t key, const QpConfig &cfg, uint8_t planes);
     void release_path_cc(PathCc *c);
+    PeerLink *acquire_peer_link(uint64_t key);
+    void release_peer_link(PeerLink *l);
     static void set_floor(PathCc &c);
     void mark_ready(Qp &q);
     void notify(Qp &q);
@@ -141,6 +145,7 @@ class Endpoint {
     PlaneCounters plane_ctr_[kMaxPlanes];
     // Before qps_ too: a QP lets go of its path's state when destroyed.
     std::unordered_map<uint64_t, std::unique_ptr<PathCc>> path_cc_;
+    std::unordered_map<uint64_t, std::unique_ptr<PeerLink>> peer_links_;
     std::vector<std::unique_ptr<Qp>> qps_;  // index = QPN; 0 unused
     std::vector<uint32_t> free_qpns_;
     MrTable mrs_;

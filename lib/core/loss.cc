@@ -23,7 +23,8 @@
 //   3. The retransmission timeout, last: no ack progress for a whole RTO
 //      (per plane, adaptive; doubled per expiry in a row): the oldest
 //      transmission is sent again. Its path is blamed only when the peer
-//      sent anything (ack, probe, keepalive) since it left; a peer that says nothing at all
+//      sent anything (ack, probe, keepalive; to this QP or another of the
+//      endpoint's to the same peer host) since it left; a peer that says nothing at all
 //      (stalled, or gone) costs one resend per back-off step, no storm.
 //      More than retry.limit expiries in a row with nothing acknowledged
 //      (while the peer answers, or with no liveness check) error the QP;
@@ -40,10 +41,14 @@
 //   RTO, peer heard since T left       | retired         | counts to failed    | resent
 //   RTO, peer silent since T left      | -               | -                   | resent
 //
-// Liveness: every valid packet from the peer counts as heard. A QP in RTS
-// that heard nothing for keepalive_ns sends a keepalive probe (on another
-// plane each time); nothing for peer_timeout_ns errors it with
-// kPeerUnreachable.
+// Liveness is the peer host's (PeerLink, shared by the endpoint's QPs to
+// it): every valid packet from the peer to any of them counts as heard. When
+// nothing was heard for keepalive_ns, one of those QPs (the first whose
+// timer sees it) sends a keepalive probe (on another plane each time) for
+// all; nothing heard for peer_timeout_ns errors each of them with
+// kPeerUnreachable. A QP whose peer QP vanished silently while the peer
+// host lives on is left to its retry budget (its RTOs count: the peer
+// answers), as with RDMA RC.
 #include <algorithm>
 
 #include "core/endpoint.h"
@@ -282,7 +287,7 @@ void Qp::on_rto(uint64_t now_ns) {
     // Heard: any packet of the peer's since T left (an ack, a probe of its
     // own, a keepalive). A peer that still sends is alive: T's path lost
     // it, even if every ack died on the way back.
-    const bool answered = last_rx_ns_ > s.sent_ns;
+    const bool answered = peer_rx_ns() > s.sent_ns;
     // The budget of timeouts is the QP's: so many in a row with nothing
     // acknowledged in between (whichever packet each one resent). While
     // the peer says nothing at all, that is for the liveness check to
@@ -319,21 +324,25 @@ uint64_t Qp::liveness_deadline_ns() const {
     if (state_ != QpState::kRts || liveness_pending_) return UINT64_MAX;
     const LivenessConfig &l = cfg_.liveness;
     uint64_t t = UINT64_MAX;
-    if (l.peer_timeout_ns) t = last_heard_ns_ + l.peer_timeout_ns;
+    const uint64_t heard = peer_heard_ns();
+    if (l.peer_timeout_ns) t = heard + l.peer_timeout_ns;
     if (l.keepalive_ns && !keepalive_due_)
-        t = std::min(t, std::max(last_heard_ns_, keepalive_sent_ns_) + l.keepalive_ns);
+        t = std::min(t, std::max(heard, keepalive_sent_any_ns()) + l.keepalive_ns);
     return t;
 }
 
 void Qp::check_liveness(uint64_t now_ns) {
     const LivenessConfig &l = cfg_.liveness;
-    if (l.peer_timeout_ns && now_ns - last_heard_ns_ >= l.peer_timeout_ns) {
+    const uint64_t heard = peer_heard_ns();
+    if (l.peer_timeout_ns && now_ns - heard >= l.peer_timeout_ns) {
         ++ctr_.peer_timeouts;
         return fail(WcStatus::kPeerUnreachable);
     }
     if (l.keepalive_ns && !keepalive_due_ &&
-        now_ns >= std::max(last_heard_ns_, keepalive_sent_ns_) + l.keepalive_ns) {
+        now_ns >= std::max(heard, keepalive_sent_any_ns()) + l.keepalive_ns) {
         keepalive_due_ = true;
+        // Claimed for every QP to the peer: theirs wait for its answer.
+        if (link_ != nullptr) link_->keepalive_sent_ns = now_ns;
         became_ready();
     }
 }
@@ -359,6 +368,7 @@ void Qp::send_keepalive(TxPacket &t, uint64_t now_ns) {
     f.plane_status = advertised_status();
     control_packet(t, plane, wire::write_probe(t.hdr, peer_.path[plane], ev, f));
     keepalive_sent_ns_ = now_ns;
+    if (link_ != nullptr) link_->keepalive_sent_ns = now_ns;
     keepalive_due_ = false;
     ++ctr_.tx_keepalives;
 }

@@ -61,6 +61,7 @@ Qp::~Qp() {
 // ---- congestion state per path ----------------------------------------------------
 
 void Qp::attach_cc(uint8_t planes) {
+    link_ = ep_->acquire_peer_link(peer_.path[0].dst_ip);
     for (uint8_t p = 0; p < planes; ++p) {
         if (cfg_.cc.per_peer) {
             // The path: the peer's address on the plane, and the plane.
@@ -94,6 +95,8 @@ void Qp::release_cc() {
         own_cc_[p].reset();
     }
     cc_wait_ = 0;  // stale entries in the rings are skipped (the bit is clear)
+    if (link_ != nullptr) ep_->release_peer_link(link_);
+    link_ = nullptr;
 }
 
 void Qp::inflight_sub(uint8_t p, uint32_t len) {

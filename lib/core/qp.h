@@ -120,6 +120,18 @@ struct PathCc {
     Ring<uint32_t> waiting;  // QPNs blocked on the window, each once (Qp::cc_wait_)
 };
 
+// Liveness of one peer host, shared by every QP of the endpoint to it
+// (keyed by the peer's plane-0 address). Whatever any of them hears from
+// the peer counts for all, and one keepalive per keepalive interval, sent
+// by whichever QP's timer comes first, asks for all: N idle QPs to a peer
+// cost one keepalive per interval, not N.
+struct PeerLink {
+    uint64_t heard_ns = 0;           // the peer's last packet to any of its QPs
+    uint64_t keepalive_sent_ns = 0;  // the last keepalive any of them sent (or claimed)
+    uint64_t key = 0;
+    uint32_t users = 0;
+};
+
 class Qp {
   public:
     Qp(Endpoint *ep, uint32_t qpn, const QpConfig &cfg);
@@ -292,7 +304,21 @@ class Qp {
     void on_rto(uint64_t now_ns);
     void send_tail_probe(uint64_t now_ns);
     void ack_progress(uint64_t now_ns);
-    void heard(uint64_t now_ns) { last_heard_ns_ = last_rx_ns_ = now_ns; }
+    void heard(uint64_t now_ns) {
+        last_heard_ns_ = last_rx_ns_ = now_ns;
+        if (link_ != nullptr) link_->heard_ns = now_ns;
+    }
+    // When the peer host was last heard, by this QP or another to it.
+    uint64_t peer_heard_ns() const {
+        return link_ != nullptr ? std::max(last_heard_ns_, link_->heard_ns) : last_heard_ns_;
+    }
+    uint64_t peer_rx_ns() const {
+        return link_ != nullptr ? std::max(last_rx_ns_, link_->heard_ns) : last_rx_ns_;
+    }
+    uint64_t keepalive_sent_any_ns() const {
+        return link_ != nullptr ? std::max(keepalive_sent_ns_, link_->keepalive_sent_ns)
+                                : keepalive_sent_ns_;
+    }
     uint64_t liveness_deadline_ns() const;
     void check_liveness(uint64_t now_ns);
 
@@ -429,6 +455,7 @@ class Qp {
     std::unique_ptr<PathCc> own_cc_[kMaxPlanes];  // per-QP scope
     uint64_t plane_inflight_[kMaxPlanes] = {};    // this QP's share of pcc_[p]->inflight
     uint8_t cc_wait_ = 0;                         // planes whose PathCc::waiting holds it
+    PeerLink *link_ = nullptr;                    // the endpoint's, while connected
     // What the ack being processed acknowledged on each plane (settle_acked).
     struct AckedOnPlane {
         uint32_t bytes = 0;

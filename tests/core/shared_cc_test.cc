@@ -1,8 +1,10 @@
-// Scope: congestion state shared per (peer, plane) (CcConfig::per_peer,
-// issue 18): many QPs from one endpoint to one peer hold, together, what
-// one path window allows in flight, not that window times the QP count;
-// QPs held back by the shared window are woken as acks free room, every QP
-// finishes, and the path state goes when its last QP does.
+// Scope: state shared per peer (issue 18). Congestion state per (peer,
+// plane) (CcConfig::per_peer): many QPs from one endpoint to one peer hold,
+// together, what one path window allows in flight, not that window times
+// the QP count; QPs held back by the shared window are woken as acks free
+// room, every QP finishes, and the path state goes when its last QP does.
+// Liveness per peer host (PeerLink): idle QPs to a peer share one
+// keepalive per interval, and a silent peer fails every one of them.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -29,7 +31,8 @@ struct Many {
     uint32_t rkey = 0;
     uint64_t now_ns = 1'000'000;
 
-    Many(uint32_t n, bool per_peer, uint32_t msg) : src(size_t{n} * msg), dst(size_t{n} * msg) {
+    Many(uint32_t n, bool per_peer, uint32_t msg, LivenessConfig live = LivenessConfig{0, 0})
+        : src(size_t{n} * msg), dst(size_t{n} * msg) {
         EndpointConfig ec;
         ec.planes = kPlanes;
         ec.max_qps = n;
@@ -44,7 +47,7 @@ struct Many {
         cfg.ev.evs = 8;
         cfg.ev.backup_per_plane = 2;
         cfg.ev.min_active = 2;
-        cfg.liveness = LivenessConfig{0, 0};
+        cfg.liveness = live;
         for (uint32_t i = 0; i < n; ++i) {
             Qp *x = a->create_qp(cfg).value();
             Qp *y = b->create_qp(cfg).value();
@@ -204,6 +207,93 @@ TEST(SharedCc, PathStateGoesWithItsLastQpAndErrorsReturnTheirShare) {
     EXPECT_EQ(m.qa[2]->path_cc(0).inflight + m.qa[2]->path_cc(1).inflight, 0u);
     ASSERT_TRUE(m.a->destroy_qp(m.qa[2]->qpn()));
     EXPECT_EQ(m.a->shared_paths(), 0u);
+}
+
+}  // namespace
+}  // namespace mrc
+
+namespace mrc {
+namespace {
+
+uint64_t keepalives(const std::vector<Qp *> &qs) {
+    uint64_t k = 0;
+    for (const Qp *q : qs)
+        k += q->counters().tx_keepalives;
+    return k;
+}
+
+TEST(SharedLiveness, IdleQpsToOnePeerShareOneKeepalivePerInterval) {
+    constexpr uint32_t kQps = 50;
+    constexpr uint64_t kKeepaliveNs = 100'000'000, kTimeoutNs = 500'000'000;
+    Many m(kQps, true, 1024, LivenessConfig{kKeepaliveNs, kTimeoutNs});
+    EXPECT_EQ(m.a->peer_links(), 1u);
+    const uint64_t start = m.now_ns, span = 2'000'000'000;
+    while (m.now_ns - start < span) {
+        m.now_ns += 5'000'000;
+        m.a->on_time(m.now_ns);
+        m.b->on_time(m.now_ns);
+        m.deliver(*m.b, m.drain(*m.a));
+        m.deliver(*m.a, m.drain(*m.b));
+    }
+    for (uint32_t i = 0; i < kQps; ++i) {
+        EXPECT_EQ(m.qa[i]->state(), QpState::kRts) << "QP " << i;
+        EXPECT_EQ(m.qb[i]->state(), QpState::kRts) << "QP " << i;
+    }
+    // One per interval for the peer (the answers count as heard), not one
+    // per QP: 50 QPs alone would have sent 50 x 20.
+    const uint64_t intervals = span / kKeepaliveNs;
+    for (const auto *side : {&m.qa, &m.qb}) {
+        EXPECT_GE(keepalives(*side), intervals / 4);
+        EXPECT_LE(keepalives(*side), intervals + 2);
+    }
+}
+
+TEST(SharedLiveness, ASilentPeerFailsEveryQpToItAndIsAskedOncePerInterval) {
+    constexpr uint32_t kQps = 50;
+    constexpr uint64_t kKeepaliveNs = 100'000'000, kTimeoutNs = 500'000'000;
+    Many m(kQps, true, 1024, LivenessConfig{kKeepaliveNs, kTimeoutNs});
+    m.a->on_time(m.now_ns);  // liveness starts when the timers first run
+    const uint64_t start = m.now_ns;
+    // B says nothing from here on (its host stalled, or died).
+    while (m.now_ns - start < kTimeoutNs + 50'000'000) {
+        m.now_ns += 5'000'000;
+        m.a->on_time(m.now_ns);
+        m.drain(*m.a);
+    }
+    for (uint32_t i = 0; i < kQps; ++i) {
+        EXPECT_EQ(m.qa[i]->state(), QpState::kError) << "QP " << i;
+        EXPECT_EQ(m.qa[i]->error_cause(), WcStatus::kPeerUnreachable) << "QP " << i;
+        EXPECT_EQ(m.qa[i]->counters().peer_timeouts, 1u) << "QP " << i;
+    }
+    EXPECT_GE(keepalives(m.qa), kTimeoutNs / kKeepaliveNs - 1);
+    EXPECT_LE(keepalives(m.qa), kTimeoutNs / kKeepaliveNs + 1);
+}
+
+TEST(SharedLiveness, OneQpsTrafficKeepsTheOthersToThePeerAlive) {
+    // QP 0 keeps moving data; the others are idle and send no keepalive
+    // of their own while the peer is heard through QP 0.
+    constexpr uint32_t kQps = 20;
+    Many m(kQps, true, 1024, LivenessConfig{100'000'000, 500'000'000});
+    const uint64_t start = m.now_ns;
+    WriteRequest w;
+    w.local = m.src.data();
+    w.length = 1024;
+    w.remote_addr = reinterpret_cast<uint64_t>(m.dst.data());
+    w.rkey = m.rkey;
+    while (m.now_ns - start < 1'500'000'000) {
+        ASSERT_EQ(m.qa[0]->post_write(w), PostResult::kOk);
+        m.now_ns += 5'000'000;
+        m.a->on_time(m.now_ns);
+        m.b->on_time(m.now_ns);
+        m.deliver(*m.b, m.drain(*m.a));
+        m.deliver(*m.a, m.drain(*m.b));
+        SendCompletion c[8];
+        while (m.qa[0]->poll_send_cq(c, 8) != 0) {
+        }
+    }
+    for (uint32_t i = 0; i < kQps; ++i)
+        EXPECT_EQ(m.qa[i]->state(), QpState::kRts) << "QP " << i;
+    EXPECT_EQ(keepalives(m.qa), 0u) << "the peer was heard all along";
 }
 
 }  // namespace
