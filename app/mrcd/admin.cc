@@ -75,6 +75,10 @@ std::string Daemon::admin_status() {
                      {"workers", dp_->workers()}, {"clients", clients_.size()},
                      {"qps", qps_.size()},        {"listeners", listeners_.size()},
                      {"draining", draining_}};
+    std::vector<uint32_t> worker_qps(dp_->workers(), 0);
+    for (const auto &rec : qps_)
+        ++worker_qps[rec.second->worker];
+    out["daemon"]["worker_qps"] = worker_qps;
     json counters = json::object();
     const uint64_t *values = counter_array(ctr_);
     for (size_t i = 0; i < DaemonCounters::kCount; ++i)

@@ -396,8 +396,10 @@ int mrc_close(mrc_context *ctx) {
     if (ctx == nullptr) return MRC_EINVAL;
     {
         std::lock_guard<std::mutex> g(ctx->mu);
+        // Not one request per QP: closing the socket below has the daemon
+        // release them all (and tell their peers) in one go.
         while (!ctx->qps.empty())
-            destroy_qp_locked(ctx->qps.back(), true);
+            destroy_qp_locked(ctx->qps.back(), false);
         for (mrc_cq *cq : ctx->cqs) {
             ::munmap(cq->ring, cq->map_bytes);
             delete cq;

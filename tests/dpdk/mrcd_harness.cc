@@ -72,7 +72,9 @@ void launch(Daemons &d, bool via_fabric) {
     for (char w : {'a', 'b'}) {
         const std::string prefix = d.tag + "-" + w + std::to_string(gen);
         if (w == 'a') d.prefix_a = prefix;
-        auto c = dpdk_cmd(app("mrcd"), prefix, w == 'a' ? "0@1,1@0" : "0@0,1@1");
+        std::string lcores = w == 'a' ? "0@1,1@0" : "0@0,1@1";
+        if (d.workers > 1) lcores += w == 'a' ? ",2@1" : ",2@0";
+        auto c = dpdk_cmd(app("mrcd"), prefix, lcores);
         for (uint32_t p = 0; p < d.planes; ++p) {
             const std::string s = via_fabric ? d.dir + "/f" + w + std::to_string(p) + ".sock"
                                              : d.dir + "/m" + std::to_string(p) + ".sock";

@@ -35,6 +35,9 @@ struct Daemons {
     std::string dir;
     std::string tag;
     uint32_t planes = 2;
+    // Worker lcores per daemon (1 or 2; a second worker shares a CPU with
+    // the first worker of the other daemon: the machine has two).
+    uint32_t workers = 1;
     // Lines added to both daemons' [daemon] and [dataplane] tables (limits).
     std::string daemon_toml;
     std::string dataplane_toml;
