@@ -385,5 +385,69 @@ void BM_RequesterEmit(benchmark::State &state) {
 }
 BENCHMARK(BM_RequesterEmit);
 
+// What an idle worker's loop asks of the core, with `range(0)` connected,
+// idle QPs to one peer: timers (on_time), the send round (poll_tx) and the
+// completion notices (take_notified), 2 us of time a loop; the frames that
+// come out (keepalives, their answers) are carried both ways, so liveness
+// runs as it does in a daemon. The cost per loop must not grow with the
+// number of idle QPs (issue 18): compare /10 with /4000.
+void BM_IdleLoop(benchmark::State &state) {
+    const auto n = uint32_t(state.range(0));
+    EndpointConfig ec;
+    ec.planes = 2;
+    ec.max_qps = n;
+    Endpoint a(ec);
+    ec.qpn_base = 1u << 16;
+    Endpoint b(ec);
+    QpConfig cfg;
+    for (uint32_t i = 0; i < n; ++i) {
+        Qp *x = a.create_qp(cfg).value();
+        Qp *y = b.create_qp(cfg).value();
+        QpPeer px, py;
+        px.dst_qpn = b.wire_qpn(*y);
+        py.dst_qpn = a.wire_qpn(*x);
+        px.planes = py.planes = 2;
+        for (uint32_t p = 0; p < 2; ++p) {
+            px.path[p].src_ip = py.path[p].dst_ip = LoopbackPair::a_ip(p);
+            px.path[p].dst_ip = py.path[p].src_ip = LoopbackPair::b_ip(p);
+        }
+        if (!x->to_init(LoopbackPair::kPd) || !y->to_init(LoopbackPair::kPd) ||
+            !x->to_rtr(px, Psn(0)) || !y->to_rtr(py, Psn(0)) || !x->to_rts(Psn(0)) ||
+            !y->to_rts(Psn(0))) {
+            state.SkipWithError("QP set-up failed");
+            return;
+        }
+    }
+    uint8_t hdrs[32][wire::kMaxHdrBytes];
+    TxPacket tx[32];
+    for (int i = 0; i < 32; ++i)
+        tx[i].hdr = hdrs[i];
+    uint32_t notified[64];
+    uint64_t now = 1'000'000, frames = 0;
+    auto carry = [&](Endpoint &from, Endpoint &to) {
+        const uint32_t k = from.poll_tx(tx, 32, now);
+        for (uint32_t i = 0; i < k; ++i)
+            to.on_packet(tx[i].hdr, tx[i].hdr_len, tx[i].payload, tx[i].payload_len, tx[i].plane,
+                         now);
+        frames += k;
+        return k;
+    };
+    for (auto _ : state) {
+        now += 2'000;
+        a.on_time(now);
+        carry(a, b);
+        b.on_time(now);
+        carry(b, a);
+        benchmark::DoNotOptimize(a.take_notified(notified, 64));
+    }
+    uint32_t failed = 0;
+    for (uint32_t q = 1; q <= n; ++q)
+        failed += a.qp(q)->state() != QpState::kRts;
+    if (failed != 0) state.SkipWithError("idle QPs failed (liveness)");
+    state.counters["armed_timers"] = double(a.armed_timers());
+    state.counters["frames_per_s_simulated"] = double(frames) / (double(now - 1'000'000) / 1e9);
+}
+BENCHMARK(BM_IdleLoop)->Arg(10)->Arg(1000)->Arg(4000);
+
 }  // namespace
 }  // namespace mrc

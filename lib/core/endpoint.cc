@@ -9,7 +9,8 @@ Endpoint::Endpoint(const EndpointConfig &cfg)
     : cfg_(cfg),
       qps_(cfg.max_qps + 1),
       mrs_(cfg.max_mrs),
-      timers_(cfg.max_qps + 1, cfg.timer_slots, cfg.timer_tick_ns) {
+      // QPNs 1..max_qps, then one id per peer link (at most one per QP).
+      timers_(2 * (cfg.max_qps + 1), cfg.timer_slots, cfg.timer_tick_ns) {
     if (cfg_.planes == 0) cfg_.planes = 1;
     if (cfg_.planes > kMaxPlanes) cfg_.planes = kMaxPlanes;
     for (uint32_t q = cfg.max_qps; q >= 1; --q)
@@ -17,6 +18,9 @@ Endpoint::Endpoint(const EndpointConfig &cfg)
     ready_.init(2 * (cfg.max_qps + 1));
     notified_.init(2 * (cfg.max_qps + 1));
     link_up_mask_ = static_cast<uint8_t>((1u << cfg_.planes) - 1);
+    link_by_timer_.assign(cfg.max_qps + 1, nullptr);
+    for (uint32_t i = cfg.max_qps + 1; i-- > 0;)
+        free_link_timers_.push_back(cfg.max_qps + 1 + i);
 }
 
 Endpoint::~Endpoint() {
@@ -130,18 +134,84 @@ void Endpoint::release_path_cc(PathCc *c) {
     set_floor(*c);
 }
 
-PeerLink *Endpoint::acquire_peer_link(uint64_t key) {
+PeerLink *Endpoint::acquire_peer_link(uint64_t key, const LivenessConfig &live) {
     auto &slot = peer_links_[key];
     if (!slot) {
         slot = std::make_unique<PeerLink>();
         slot->key = key;
+        slot->live = live;
+        slot->timer_id = free_link_timers_.back();  // never empty: a link per QP at most
+        free_link_timers_.pop_back();
+        link_by_timer_[slot->timer_id - (cfg_.max_qps + 1)] = slot.get();
     }
     ++slot->users;
     return slot.get();
 }
 
 void Endpoint::release_peer_link(PeerLink *l) {
-    if (--l->users == 0) peer_links_.erase(l->key);
+    if (--l->users != 0) return;
+    timers_.cancel(l->timer_id);
+    link_by_timer_[l->timer_id - (cfg_.max_qps + 1)] = nullptr;
+    free_link_timers_.push_back(l->timer_id);
+    peer_links_.erase(l->key);
+}
+
+void Endpoint::link_join(Qp &q, uint64_t now_ns) {
+    PeerLink &l = *q.link_;
+    if (q.link_index_ != UINT32_MAX) return;
+    q.link_index_ = uint32_t(l.members.size());
+    l.members.push_back(&q);
+    // Its silence counts from now (q.last_heard_ns_); the first keepalive
+    // a keepalive interval after the first member joined.
+    if (l.members.size() == 1) l.keepalive_sent_ns = std::max(l.keepalive_sent_ns, now_ns);
+    const LivenessConfig &v = l.live;
+    uint64_t t = UINT64_MAX;
+    if (v.keepalive_ns) t = std::max(l.heard_ns, l.keepalive_sent_ns) + v.keepalive_ns;
+    if (v.peer_timeout_ns) t = std::min(t, q.last_heard_ns_ + v.peer_timeout_ns);
+    if (t != UINT64_MAX) timers_.arm_earlier(l.timer_id, t);
+}
+
+void Endpoint::link_leave(Qp &q) {
+    PeerLink &l = *q.link_;
+    if (q.link_index_ == UINT32_MAX) return;
+    Qp *last = l.members.back();
+    l.members[q.link_index_] = last;
+    last->link_index_ = q.link_index_;
+    l.members.pop_back();
+    q.link_index_ = UINT32_MAX;
+}
+
+// The link's one timer: a keepalive from one member when the peer was
+// silent for keepalive_ns; its members fail when it was silent for
+// peer_timeout_ns (each counted from when it was last heard or joined).
+// Walks the members only when the peer is silent that long.
+void Endpoint::on_link_timer(PeerLink &l, uint64_t now_ns) {
+    if (l.members.empty()) return;
+    const LivenessConfig &v = l.live;
+    uint64_t next = UINT64_MAX;
+    if (v.peer_timeout_ns && now_ns - l.heard_ns >= v.peer_timeout_ns) {
+        for (size_t i = l.members.size(); i-- > 0;) {
+            Qp &q = *l.members[i];
+            const uint64_t since = std::max(q.last_heard_ns_, l.heard_ns);
+            if (now_ns - since >= v.peer_timeout_ns)
+                q.peer_silent();  // leaves the members
+            else
+                next = std::min(next, since + v.peer_timeout_ns);
+        }
+        if (l.members.empty()) return;
+    } else if (v.peer_timeout_ns) {
+        next = l.heard_ns + v.peer_timeout_ns;
+    }
+    if (v.keepalive_ns) {
+        const uint64_t due = std::max(l.heard_ns, l.keepalive_sent_ns) + v.keepalive_ns;
+        if (now_ns >= due) {
+            Qp &q = *l.members[l.next_sender++ % l.members.size()];
+            q.keepalive_due(now_ns);
+            l.keepalive_sent_ns = now_ns;
+        }
+        next = std::min(next, std::max(l.heard_ns, l.keepalive_sent_ns) + v.keepalive_ns);
+    }
+    if (next != UINT64_MAX) timers_.arm(l.timer_id, std::max(next, now_ns + 1));
 }
 
 void Endpoint::set_floor(PathCc &c) {
@@ -253,8 +323,12 @@ uint32_t Endpoint::poll_tx(TxPacket *out, uint32_t max, uint64_t now_ns, uint8_t
 
 void Endpoint::on_time(uint64_t now_ns) {
     now_ns_ = now_ns;
-    timers_.advance(now_ns, [&](uint32_t qpn) {
-        if (Qp *q = qp(qpn)) q->on_timer(now_ns);
+    timers_.advance(now_ns, [&](uint32_t id) {
+        if (id <= cfg_.max_qps) {
+            if (Qp *q = qp(id)) q->on_timer(now_ns);
+        } else if (PeerLink *l = link_by_timer_[id - (cfg_.max_qps + 1)]) {
+            on_link_timer(*l, now_ns);
+        }
     });
 }
 

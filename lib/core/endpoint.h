@@ -128,8 +128,13 @@ class Endpoint {
     friend class Qp;
     PathCc *acquire_path_cc(uint64_t key, const QpConfig &cfg, uint8_t planes);
     void release_path_cc(PathCc *c);
-    PeerLink *acquire_peer_link(uint64_t key);
+    PeerLink *acquire_peer_link(uint64_t key, const LivenessConfig &live);
     void release_peer_link(PeerLink *l);
+    // A QP's liveness starts (its first timer in RTS) or ends (error,
+    // reconnect, destroy): the link watches it, or no longer.
+    void link_join(Qp &q, uint64_t now_ns);
+    void link_leave(Qp &q);
+    void on_link_timer(PeerLink &l, uint64_t now_ns);
     static void set_floor(PathCc &c);
     void mark_ready(Qp &q);
     void notify(Qp &q);
@@ -146,6 +151,8 @@ class Endpoint {
     // Before qps_ too: a QP lets go of its path's state when destroyed.
     std::unordered_map<uint64_t, std::unique_ptr<PathCc>> path_cc_;
     std::unordered_map<uint64_t, std::unique_ptr<PeerLink>> peer_links_;
+    std::vector<PeerLink *> link_by_timer_;  // timer id - (max_qps + 1) -> link
+    std::vector<uint32_t> free_link_timers_;
     std::vector<std::unique_ptr<Qp>> qps_;  // index = QPN; 0 unused
     std::vector<uint32_t> free_qpns_;
     MrTable mrs_;

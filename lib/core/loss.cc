@@ -43,10 +43,11 @@
 //
 // Liveness is the peer host's (PeerLink, shared by the endpoint's QPs to
 // it): every valid packet from the peer to any of them counts as heard. When
-// nothing was heard for keepalive_ns, one of those QPs (the first whose
-// timer sees it) sends a keepalive probe (on another plane each time) for
+// nothing was heard for keepalive_ns, the link's one timer has one of those
+// QPs (in turn) send a keepalive probe (on another plane each time) for
 // all; nothing heard for peer_timeout_ns errors each of them with
-// kPeerUnreachable. A QP whose peer QP vanished silently while the peer
+// kPeerUnreachable (counted from when each joined, for one that joined
+// later). An idle QP has no timer of its own. A QP whose peer QP vanished silently while the peer
 // host lives on is left to its retry budget (its RTOs count: the peer
 // answers), as with RDMA RC.
 #include <algorithm>
@@ -320,31 +321,16 @@ void Qp::on_rto(uint64_t now_ns) {
 
 // ---- liveness ---------------------------------------------------------------------
 
-uint64_t Qp::liveness_deadline_ns() const {
-    if (state_ != QpState::kRts || liveness_pending_) return UINT64_MAX;
-    const LivenessConfig &l = cfg_.liveness;
-    uint64_t t = UINT64_MAX;
-    const uint64_t heard = peer_heard_ns();
-    if (l.peer_timeout_ns) t = heard + l.peer_timeout_ns;
-    if (l.keepalive_ns && !keepalive_due_)
-        t = std::min(t, std::max(heard, keepalive_sent_any_ns()) + l.keepalive_ns);
-    return t;
+void Qp::peer_silent() {
+    ++ctr_.peer_timeouts;
+    fail(WcStatus::kPeerUnreachable);
 }
 
-void Qp::check_liveness(uint64_t now_ns) {
-    const LivenessConfig &l = cfg_.liveness;
-    const uint64_t heard = peer_heard_ns();
-    if (l.peer_timeout_ns && now_ns - heard >= l.peer_timeout_ns) {
-        ++ctr_.peer_timeouts;
-        return fail(WcStatus::kPeerUnreachable);
-    }
-    if (l.keepalive_ns && !keepalive_due_ &&
-        now_ns >= std::max(heard, keepalive_sent_any_ns()) + l.keepalive_ns) {
-        keepalive_due_ = true;
-        // Claimed for every QP to the peer: theirs wait for its answer.
-        if (link_ != nullptr) link_->keepalive_sent_ns = now_ns;
-        became_ready();
-    }
+void Qp::keepalive_due(uint64_t now_ns) {
+    if (state_ != QpState::kRts || keepalive_due_) return;
+    keepalive_due_ = true;
+    keepalive_sent_ns_ = now_ns;
+    became_ready();
 }
 
 void Qp::send_keepalive(TxPacket &t, uint64_t now_ns) {

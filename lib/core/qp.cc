@@ -61,7 +61,7 @@ Qp::~Qp() {
 // ---- congestion state per path ----------------------------------------------------
 
 void Qp::attach_cc(uint8_t planes) {
-    link_ = ep_->acquire_peer_link(peer_.path[0].dst_ip);
+    link_ = ep_->acquire_peer_link(peer_.path[0].dst_ip, cfg_.liveness);
     for (uint8_t p = 0; p < planes; ++p) {
         if (cfg_.cc.per_peer) {
             // The path: the peer's address on the plane, and the plane.
@@ -95,7 +95,10 @@ void Qp::release_cc() {
         own_cc_[p].reset();
     }
     cc_wait_ = 0;  // stale entries in the rings are skipped (the bit is clear)
-    if (link_ != nullptr) ep_->release_peer_link(link_);
+    if (link_ != nullptr) {
+        ep_->link_leave(*this);
+        ep_->release_peer_link(link_);
+    }
     link_ = nullptr;
 }
 
@@ -226,6 +229,7 @@ void Qp::fail(WcStatus cause) {
     if (state_ == QpState::kReset) return;
     state_ = QpState::kError;
     error_cause_ = cause;
+    if (link_ != nullptr) ep_->link_leave(*this);
     ep_->notify(*this);
     // Complete everything outstanding: the oldest with the cause, the rest flushed.
     bool first = true;
@@ -532,6 +536,7 @@ void Qp::on_timer(uint64_t now_ns) {
         liveness_pending_ = false;
         last_heard_ns_ = std::max(last_heard_ns_, now_ns);
         keepalive_sent_ns_ = now_ns;
+        if (link_ != nullptr && state_ == QpState::kRts) ep_->link_join(*this, now_ns);
     }
     if (state_ == QpState::kRts) {
         // Each can fail the QP (a retry budget or the peer's silence).
@@ -539,7 +544,6 @@ void Qp::on_timer(uint64_t now_ns) {
         if (state_ == QpState::kRts && now_ns >= rto_deadline_ns()) on_rto(now_ns);
         if (state_ == QpState::kRts && now_ns >= tlp_deadline_ns()) send_tail_probe(now_ns);
         if (state_ == QpState::kRts && probe_due_ns_ <= now_ns) expire_probes(now_ns);
-        if (state_ == QpState::kRts && now_ns >= liveness_deadline_ns()) check_liveness(now_ns);
     }
     if (state_ != QpState::kRtr && state_ != QpState::kRts) return;
     if (has_tx_work(now_ns)) became_ready();
@@ -557,8 +561,7 @@ void Qp::rearm(uint64_t now_ns) {
     t = std::min(t, reverse_probe_due_ns());
     if (liveness_pending_) t = now_ns;  // the next time seen starts liveness
     if (state_ == QpState::kRts) {
-        t = std::min({t, rack_timer_ns_, rto_deadline_ns(), tlp_deadline_ns(),
-                      liveness_deadline_ns(), probe_due_ns_});
+        t = std::min({t, rack_timer_ns_, rto_deadline_ns(), tlp_deadline_ns(), probe_due_ns_});
         if (!retx_blocked_ && !retx_later_.empty()) t = std::min(t, retx_later_.front().due_ns);
     }
     if (t == UINT64_MAX) {

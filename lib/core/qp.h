@@ -120,16 +120,24 @@ struct PathCc {
     Ring<uint32_t> waiting;  // QPNs blocked on the window, each once (Qp::cc_wait_)
 };
 
+class Qp;
+
 // Liveness of one peer host, shared by every QP of the endpoint to it
 // (keyed by the peer's plane-0 address). Whatever any of them hears from
-// the peer counts for all, and one keepalive per keepalive interval, sent
-// by whichever QP's timer comes first, asks for all: N idle QPs to a peer
-// cost one keepalive per interval, not N.
+// the peer counts for all. The link, not each QP, owns the liveness timer
+// (one timer per peer in the endpoint's wheel): when the peer was silent
+// for keepalive_ns it has one of its QPs send a keepalive for all, and when
+// it was silent for peer_timeout_ns it fails them. N idle QPs to a peer
+// cost one keepalive and one timer event per interval, not N.
 struct PeerLink {
     uint64_t heard_ns = 0;           // the peer's last packet to any of its QPs
     uint64_t keepalive_sent_ns = 0;  // the last keepalive any of them sent (or claimed)
     uint64_t key = 0;
     uint32_t users = 0;
+    uint32_t timer_id = 0;      // in the endpoint's wheel (above the QPNs)
+    uint32_t next_sender = 0;   // keepalives rotate over the members
+    LivenessConfig live;        // the first QP's (QPs to one peer share settings)
+    std::vector<Qp *> members;  // QPs whose liveness it watches (RTS, timer seen)
 };
 
 class Qp {
@@ -308,19 +316,15 @@ class Qp {
         last_heard_ns_ = last_rx_ns_ = now_ns;
         if (link_ != nullptr) link_->heard_ns = now_ns;
     }
-    // When the peer host was last heard, by this QP or another to it.
-    uint64_t peer_heard_ns() const {
-        return link_ != nullptr ? std::max(last_heard_ns_, link_->heard_ns) : last_heard_ns_;
-    }
+    // When the peer host last sent anything, to this QP or another to it.
     uint64_t peer_rx_ns() const {
         return link_ != nullptr ? std::max(last_rx_ns_, link_->heard_ns) : last_rx_ns_;
     }
-    uint64_t keepalive_sent_any_ns() const {
-        return link_ != nullptr ? std::max(keepalive_sent_ns_, link_->keepalive_sent_ns)
-                                : keepalive_sent_ns_;
-    }
-    uint64_t liveness_deadline_ns() const;
-    void check_liveness(uint64_t now_ns);
+
+    // From the peer link's timer: the peer was silent too long; or this QP
+    // sends the link's next keepalive.
+    void peer_silent();
+    void keepalive_due(uint64_t now_ns);
 
     // ---- responder ----
     struct NackEntry {
@@ -456,6 +460,7 @@ class Qp {
     uint64_t plane_inflight_[kMaxPlanes] = {};    // this QP's share of pcc_[p]->inflight
     uint8_t cc_wait_ = 0;                         // planes whose PathCc::waiting holds it
     PeerLink *link_ = nullptr;                    // the endpoint's, while connected
+    uint32_t link_index_ = UINT32_MAX;            // in link_->members (UINT32_MAX: not in)
     // What the ack being processed acknowledged on each plane (settle_acked).
     struct AckedOnPlane {
         uint32_t bytes = 0;
