@@ -72,6 +72,7 @@ void Qp::attach_cc(uint8_t planes) {
             own_cc_[p]->cc = make_cc(cfg_.cc, cfg_.mtu_payload_bytes, planes);
             own_cc_[p]->window = own_cc_[p]->cc->window_bytes();
             own_cc_[p]->users = 1;
+            own_cc_[p]->mtu = cfg_.mtu_payload_bytes;
             own_cc_[p]->waiting.init(1);
             pcc_[p] = own_cc_[p].get();
         }
@@ -106,17 +107,25 @@ void Qp::inflight_sub(uint8_t p, uint32_t len) {
     plane_inflight_[p] -= len;
     PathCc &c = *pcc_[p];
     c.inflight -= len;
-    // One waiter per departure: each that wakes takes what room there is
-    // (its turn in the ready ring), and waits again if data is left.
-    while (!c.waiting.empty() && !ep_->destroying_) {
+    // A waiter per packet of room the departure left (one, for an ack of
+    // one packet): each that wakes takes what room there is (its turn in
+    // the ready ring), and waits again if data is left. A QP that failed
+    // returns all it had in flight at once: as many wake. With nothing left
+    // in flight no departure will come to wake the rest, so one more wakes
+    // (a path with nothing in flight always takes a packet).
+    if (c.waiting.empty() || ep_->destroying_) return;
+    const uint64_t room = c.window > c.inflight ? c.window - c.inflight : 0;
+    uint64_t wake = std::max<uint64_t>(room / std::max<uint32_t>(c.mtu, 1), 1);
+    const auto bit = static_cast<uint8_t>(1u << p);
+    while (wake > 0 && !c.waiting.empty()) {
         const uint32_t qpn = c.waiting.front();
         c.waiting.pop();
         Qp *q = ep_->qp(qpn);
-        const auto bit = static_cast<uint8_t>(1u << p);
         if (q == nullptr || !(q->cc_wait_ & bit) || q->pcc_[p] != &c) continue;  // stale
         q->cc_wait_ &= static_cast<uint8_t>(~bit);
+        if (q->state_ != QpState::kRts) continue;  // failed meanwhile: nothing to send
         q->became_ready();
-        break;
+        --wake;
     }
 }
 

@@ -215,6 +215,49 @@ TEST(SharedCc, PathStateGoesWithItsLastQpAndErrorsReturnTheirShare) {
 namespace mrc {
 namespace {
 
+TEST(SharedCc, WaitersAreWokenWhenTheQpsHoldingTheWindowFail) {
+    // QP 0 fills both planes' windows; QPs 1 and 2 wait on them. QP 1
+    // fails while waiting (it stays in the rings, stale), then QP 0 fails
+    // and returns everything it had in flight: QP 2 must get to send and
+    // finish, though no ack will ever come for what QP 0 had out (a
+    // departure that wakes only a failed QP strands the others: nothing
+    // left in flight means no departure to wake them later).
+    constexpr uint32_t kMsg = 64 * 1024;
+    Many m(3, true, kMsg);
+    WriteRequest w;
+    w.length = kMsg;
+    w.rkey = m.rkey;
+    for (uint32_t i = 0; i < 3; ++i) {
+        w.wr_id = i;
+        w.local = m.src.data() + i * kMsg;
+        w.remote_addr = reinterpret_cast<uint64_t>(m.dst.data()) + uint64_t{i} * kMsg;
+        ASSERT_EQ(m.qa[i]->post_write(w), PostResult::kOk);
+        m.drain(*m.a);  // lost: nothing of it comes back
+    }
+    EXPECT_EQ(m.qa[1]->plane_inflight_bytes(0) + m.qa[1]->plane_inflight_bytes(1) +
+                  m.qa[2]->plane_inflight_bytes(0) + m.qa[2]->plane_inflight_bytes(1),
+              0u)
+        << "QPs 1 and 2 wait for the window";
+    m.qa[1]->to_error(WcStatus::kFlushed);
+    m.qa[0]->to_error(WcStatus::kFlushed);
+    SendCompletion c[8];
+    bool done = false;
+    for (int round = 0; round < 400 && !done; ++round) {
+        auto out = m.drain(*m.a);
+        m.deliver(*m.b, out);
+        m.now_ns += 20'000;
+        m.b->on_time(m.now_ns);
+        m.deliver(*m.a, m.drain(*m.b));
+        m.a->on_time(m.now_ns);
+        for (uint32_t k = m.qa[2]->poll_send_cq(c, 8), j = 0; j < k; ++j) {
+            EXPECT_EQ(c[j].status, WcStatus::kSuccess);
+            done = true;
+        }
+    }
+    EXPECT_TRUE(done) << "QP 2 was never woken";
+    EXPECT_EQ(std::memcmp(m.src.data() + 2 * kMsg, m.dst.data() + 2 * kMsg, kMsg), 0);
+}
+
 uint64_t keepalives(const std::vector<Qp *> &qs) {
     uint64_t k = 0;
     for (const Qp *q : qs)
