@@ -183,7 +183,7 @@ int main(int argc, char **argv) {
     bool json = false;
     std::vector<std::string> impairs, fails, limits;
     std::string cc = "nscc";
-    std::string cc_scope = "peer";
+    std::string cc_scope = "qp";
     double series_us = 0, score_us = double(c.scorer.period_ns) / 1000, victim_start_us = 0;
     double probe_us = double(c.qp.ev.probe_interval_ns) / 1000;
     uint32_t cwnd_kb = 0, probe_successes = c.qp.ev.probe_successes;

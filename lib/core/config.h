@@ -112,11 +112,16 @@ struct CcConfig {
     CcAlgo algo = CcAlgo::kNscc;
     uint64_t fixed_window_bytes = 0;  // kFixed: 0 = bounded by the peer's window only
     NsccConfig nscc;
-    // One congestion window per (peer, plane), shared by every QP of the
-    // endpoint to that peer (the path has one queue, however many QPs use
-    // it): N QPs to a peer hold what one would in flight, not N times it.
-    // false: a window per QP and plane.
-    bool per_peer = true;
+    // true: one congestion window per (peer, plane), shared by every QP of
+    // the endpoint to that peer (the path has one queue, however many QPs
+    // use it): N QPs to a peer hold what one would in flight, not N times
+    // it. false (the default): a window per QP and plane. Not the default
+    // yet: NSCC driving one shared window is unstable where the hosts'
+    // own scheduling delay reads as queueing delay (a shared 2-CPU machine:
+    // goodput through mrc-fabric swung from 0.2x to 2x of a clean run,
+    // docs/performance.md); in mrc-sim, where delay is the fabric's, it
+    // keeps incast queues and drops far lower.
+    bool per_peer = false;
 };
 
 struct QpConfig {
