@@ -215,14 +215,24 @@ TEST(Mrcd, KilledDaemonFailsItsPeersSendingAndReceivingQpsWithinASecond) {
     wait_moving(d, 7700);
     ASSERT_FALSE(testing::Test::HasFailure()) << to_b.tx->log() << to_b.rx->log();
     // B's sender is moving too (A's QP of service 7701 has received data).
-    for (int i = 0; i < 200; ++i) {
-        bool moving = false;
+    bool moving = false;
+    for (int i = 0; i < 200 && !moving; ++i) {
         for (const auto &x : ctl(d, 'a', {"qps"}).value("qps", json::array()))
             moving |=
                 x.value("service", 0) == 7701 && x["rx_data_bytes"].get<uint64_t>() > (1u << 20);
-        if (moving) break;
-        std::this_thread::sleep_for(50ms);
+        if (!moving) std::this_thread::sleep_for(50ms);
     }
+    auto everything = [&] {
+        return "daemon A:\n" + d.a->log() + "\ndaemon B:\n" + d.b->log() + "\nto-b sender:\n" +
+               to_b.tx->log() + "\nto-b receiver:\n" + to_b.rx->log() + "\nto-a sender:\n" +
+               to_a.tx->log() + "\nto-a receiver:\n" + to_a.rx->log();
+    };
+    EXPECT_TRUE(moving) << "B's sender did not start\n" << everything();
+    // All four still at work: an end before the kill is something else's
+    // doing, and the times measured below would mean nothing.
+    for (Subprocess *p : {&*to_b.tx, &*to_b.rx, &*to_a.tx, &*to_a.rx})
+        ASSERT_FALSE(p->wait_for(0ms).has_value()) << p->log_path() << " ended before the kill\n"
+                                                   << everything();
     const auto t0 = std::chrono::steady_clock::now();
     ::kill(d.b->pid(), SIGKILL);
     auto seconds = [&] {
@@ -242,9 +252,8 @@ TEST(Mrcd, KilledDaemonFailsItsPeersSendingAndReceivingQpsWithinASecond) {
     ASSERT_TRUE(receiver.has_value()) << "the receiver hung on a dead peer:\n" << to_a.rx->log();
     EXPECT_EQ(*sender, 1) << to_b.tx->log();
     EXPECT_EQ(*receiver, 1) << to_a.rx->log();
-    EXPECT_NE(to_b.tx->log().find("peer unreachable"), std::string::npos) << to_b.tx->log();
-    EXPECT_NE(to_a.rx->log().find("QP error: peer unreachable"), std::string::npos)
-        << to_a.rx->log();
+    EXPECT_NE(to_b.tx->log().find("peer unreachable"), std::string::npos) << everything();
+    EXPECT_NE(to_a.rx->log().find("QP error: peer unreachable"), std::string::npos) << everything();
     std::printf(
         "peer daemon killed: its sending QP failed after %.2f s, its receiving QP after "
         "%.2f s (peer_timeout_ms 500)\n",
