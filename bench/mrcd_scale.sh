@@ -20,8 +20,8 @@ shift $(($# < 3 ? $# : 3))
 counts=("$@")
 [ ${#counts[@]} -gt 0 ] || counts=(16 256 1000 4000)
 depth=${DEPTH:-2}
-cc_scope=${CC_SCOPE:-peer}  # the daemons' [qp] cc_scope: peer (shared windows) or qp
-b=build/app
+cc_scope=${CC_SCOPE:-qp}  # the daemons' [qp] cc_scope: peer (shared windows) or qp
+b=${MRC_BIN_DIR:-build/app}  # another build's apps, to compare two in one run
 for x in mrcd mrc_write_bw; do
   [ -x "$b/$x" ] || { echo "build first: meson compile -C build" >&2; exit 2; }
 done

@@ -306,6 +306,11 @@ uint32_t Endpoint::poll_tx(TxPacket *out, uint32_t max, uint64_t now_ns, uint8_t
     while (n < max && !ready_.empty()) {
         const uint32_t before = n;
         for (uint32_t turns = ready_.size(); turns > 0 && n < max; --turns) {
+            // Two QPs ahead its object, one ahead its EV arrays (cache hints).
+            if (ready_.size() > 2)
+                if (const Qp *a = qp(ready_.peek(2))) a->prefetch();
+            if (ready_.size() > 1)
+                if (const Qp *a = qp(ready_.peek(1))) a->prefetch_evs();
             const uint32_t qpn = ready_.front();
             ready_.pop();
             Qp *q = qp(qpn);

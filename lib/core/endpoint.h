@@ -59,6 +59,11 @@ class Endpoint {
     Qp *qp_by_wire(uint32_t wire_qpn) {
         return wire_qpn < cfg_.qpn_base ? nullptr : qp(wire_qpn - cfg_.qpn_base);
     }
+    // A frame for `wire_qpn` comes soon (the caller is a packet or two
+    // ahead in its burst): its QP's first lines are brought near.
+    void prefetch_qp(uint32_t wire_qpn) {
+        if (const Qp *q = qp_by_wire(wire_qpn)) q->prefetch();
+    }
     MrTable &mrs() { return mrs_; }
     const MrTable &mrs() const { return mrs_; }
 

@@ -195,6 +195,13 @@ class EvSet {
     void allow(uint32_t i, uint64_t now_ns);
     // Entries in ASSUMED_BAD (probed by the QP), in no particular order.
     const std::vector<uint32_t> &assumed_bad() const { return bad_; }
+    // Cache hints for the next pick: the walk and the entry it starts at.
+    void prefetch() const {
+        if (order_.empty()) return;
+        __builtin_prefetch(&order_[cursor_ < order_.size() ? cursor_ : 0]);
+        __builtin_prefetch(active_.data());
+        __builtin_prefetch(e_.data());
+    }
 
     // True when SKIP has run out (the state changes when the walk reaches it).
     // The wait before the next probe after `lost` probes lost in a row.

@@ -37,6 +37,8 @@ class Ring {
         return buf_[head_ & mask_];
     }
     const T &front() const { return buf_[head_ & mask_]; }
+    // The i-th queued element from the front (i < size()).
+    const T &peek(uint32_t i) const { return buf_[(head_ + i) & mask_]; }
     void pop() {
         assert(!empty());
         ++head_;

@@ -156,9 +156,14 @@ void Worker::rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_
     const uint32_t nworkers = dp_->workers();
     port_rx_[plane] += n;
     ctr_.rx_packets += n;
+    // Cache hints: two frames ahead the frame's headers, one ahead (its
+    // headers near by then) the QP it is for.
+    if (n > 0) rte_prefetch0(rte_pktmbuf_mtod(pkts[0], void *));
+    if (n > 1) rte_prefetch0(rte_pktmbuf_mtod(pkts[1], void *));
     for (uint16_t i = 0; i < n; ++i) {
         rte_mbuf *m = pkts[i];
-        if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
+        if (i + 2 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 2], void *));
+        if (i + 1 < n) prefetch_qp(pkts[i + 1], cfg.mrc_port);
         ctr_.rx_bytes += m->pkt_len;
         if (m->nb_segs != 1) {
             ++ctr_.rx_multiseg;
@@ -236,6 +241,16 @@ void Worker::rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_
     for (uint16_t i = 0; i < n; ++i)
         if (pkts[i] != nullptr) pkts[k++] = pkts[i];
     if (k) rte_pktmbuf_free_bulk(pkts, k);
+}
+
+// A cache hint for a frame a step ahead in the burst: the QP it names, when
+// it looks like MRC and is this worker's (every check comes later).
+void Worker::prefetch_qp(const rte_mbuf *m, uint16_t mrc_port) {
+    const auto *f = rte_pktmbuf_mtod(m, const uint8_t *);
+    const uint32_t off = mrc_payload_offset(f, m->data_len, mrc_port);
+    if (off == 0) return;
+    const uint32_t qpn = uint32_t(f[off + 5]) << 16 | uint32_t(f[off + 6]) << 8 | f[off + 7];
+    if (Dataplane::owner_of(qpn) == index_) ep_->prefetch_qp(qpn);
 }
 
 void Worker::deliver(const uint8_t *f, uint32_t len, uint32_t qpn, uint8_t plane, uint64_t now_ns) {
