@@ -368,15 +368,28 @@ void Qp::on_probe_reply(const wire::MrcPacket &p, uint8_t plane_in, uint64_t now
 // some reverse EV is not known GOOD; once every one is, a refresh every
 // kReverseRefreshRtts RTTs (acks re-report arrivals, so a reverse EV that
 // dies costs little until then, and a duplicate makes it SUSPECT at once).
-// Never more often than reverse_probe_min_ns.
-uint64_t Qp::reverse_cadence_ns() const {
+// Never more often than reverse_probe_min_ns. Refreshes are bounded per
+// peer, not per QP: with more than kRefreshQpsPerPeer QPs on the peer link
+// each one's refresh spacing grows in proportion (4,000 QPs to a peer
+// refresh about once per RTT in all, not 250 times). A QP with a reverse
+// EV in doubt probes at its own pace regardless.
+Qp::ReverseTiming Qp::reverse_timing() const {
     const uint64_t srtt = srtt_max_ns();
     const uint64_t rtt =
         std::max(cfg_.ev.reverse_probe_min_ns, srtt ? srtt : cfg_.ev.probe_interval_ns);
-    for (uint8_t p = 0; p < peer_.planes; ++p)
-        for (uint32_t k = 0; k < EvSet::kReverseEvsPerPlane; ++k)
-            if (evs_.reverse(p, k).state != RevState::kGood) return rtt;
-    return kReverseRefreshRtts * rtt;
+    bool all_good = true;
+    for (uint8_t p = 0; p < peer_.planes && all_good; ++p)
+        for (uint32_t k = 0; k < EvSet::kReverseEvsPerPlane && all_good; ++k)
+            all_good = evs_.reverse(p, k).state == RevState::kGood;
+    ReverseTiming t;
+    t.cadence = all_good ? kReverseRefreshRtts * rtt : rtt;
+    t.spacing = t.cadence;
+    if (all_good && link_ != nullptr && link_->members.size() > kRefreshQpsPerPeer)
+        t.spacing = t.cadence * link_->members.size() / kRefreshQpsPerPeer;
+    // While data arrived within 16 cadences, and at least until the next
+    // probe of a stretched spacing falls due (one refresh after data stops).
+    t.window = std::max(16 * t.cadence, t.spacing + t.cadence);
+    return t;
 }
 
 // Probing runs while data arrives (within the last 16 cadences) and
@@ -393,7 +406,7 @@ void Qp::update_reverse_due() {
             const ReverseEv &r = evs_.reverse(p, k);
             if (r.probe_out) due = std::min(due, r.probe_sent_ns + timeout);
         }
-    if (last_data_rx_ns_ != 0 && reverse_next_ns_ < last_data_rx_ns_ + 16 * reverse_cadence_ns())
+    if (last_data_rx_ns_ != 0 && reverse_next_ns_ < last_data_rx_ns_ + reverse_timing().window)
         due = std::min(due, reverse_next_ns_);
     reverse_due_ns_ = due;
 }
@@ -416,10 +429,11 @@ uint32_t Qp::emit_reverse_probes(TxPacket *out, uint32_t max, uint64_t now_ns) {
     // The same rule as update_reverse_due(): the probe scheduled at
     // reverse_next_ns_ goes out if it fell while data still arrived.
     if (max == 0 || cfg_.ev.reverse_probe_min_ns == 0 || last_data_rx_ns_ == 0 ||
-        now_ns < reverse_next_ns_ ||
-        reverse_next_ns_ >= last_data_rx_ns_ + 16 * reverse_cadence_ns())
+        now_ns < reverse_next_ns_)
         return 0;
-    reverse_next_ns_ = now_ns + reverse_cadence_ns();
+    const ReverseTiming timing = reverse_timing();
+    if (reverse_next_ns_ >= last_data_rx_ns_ + timing.window) return 0;
+    reverse_next_ns_ = now_ns + timing.spacing;
     // The planes acks may take, in turn.
     const uint8_t planes = usable_mask_ ? usable_mask_ : allowed_planes();
     for (uint8_t k = 0; k < peer_.planes; ++k) {

@@ -192,6 +192,9 @@ class Qp {
         __builtin_prefetch(&ack_due_now_);
     }
     void prefetch_evs() const { evs_.prefetch(); }
+    // Reverse-EV refreshes of the QPs to one peer add up to at most this
+    // many QPs' worth: with more, each QP refreshes that much less often.
+    static constexpr uint32_t kRefreshQpsPerPeer = 16;
     // The congestion control of one plane (after to_rtr) and the QP's
     // window: the sum over its planes.
     const CongestionControl &cc(uint8_t plane) const { return *pcc_[plane]->cc; }
@@ -442,7 +445,12 @@ class Qp {
     void expire_reverse_probes(uint64_t now_ns);
     uint64_t reverse_probe_due_ns() const { return reverse_due_ns_; }
     void update_reverse_due();
-    uint64_t reverse_cadence_ns() const;
+    struct ReverseTiming {
+        uint64_t cadence = 0;  // one RTT while a reverse EV is not GOOD, else a refresh period
+        uint64_t spacing = 0;  // between this QP's probes
+        uint64_t window = 0;   // probing runs while data arrived within it
+    };
+    ReverseTiming reverse_timing() const;
     static constexpr uint64_t kReverseRefreshRtts = 16;
     void send_keepalive(TxPacket &t, uint64_t now_ns);
     void send_probe(TxPacket &t, uint32_t entry, uint64_t now_ns);

@@ -339,5 +339,73 @@ TEST(SharedLiveness, OneQpsTrafficKeepsTheOthersToThePeerAlive) {
     EXPECT_EQ(keepalives(m.qa), 0u) << "the peer was heard all along";
 }
 
+// Reverse-EV refreshes are bounded per peer: 128 receiving QPs to one
+// peer send about kRefreshQpsPerPeer QPs' worth between them, not 128.
+uint64_t reverse_probes_sent(uint32_t qps, uint64_t *answered) {
+    constexpr uint32_t kMsg = 2048;
+    Many m(qps, false, kMsg, LivenessConfig{100'000'000, 500'000'000});
+    auto counted = [&] {
+        uint64_t n = 0, ok = 0;
+        for (const Qp *q : m.qb) {
+            n += q->counters().tx_reverse_probes;
+            ok += q->counters().reverse_probes_ok;
+        }
+        *answered = ok;
+        return n;
+    };
+    std::vector<uint32_t> out(qps, 0);
+    bool warmed = false;
+    uint64_t at_warm = 0, ok_at_warm = 0;
+    const uint64_t start = m.now_ns, warm = 2'000'000, span = 6'000'000;
+    while (m.now_ns - start < warm + span) {
+        // Every QP keeps a WRITE or two in flight all along.
+        for (uint32_t i = 0; i < qps; ++i) {
+            SendCompletion c[4];
+            out[i] -= m.qa[i]->poll_send_cq(c, 4);
+            while (out[i] < 2) {
+                WriteRequest w;
+                w.local = m.src.data() + size_t{i} * kMsg;
+                w.length = kMsg;
+                w.remote_addr = reinterpret_cast<uint64_t>(m.dst.data()) + uint64_t{i} * kMsg;
+                w.rkey = m.rkey;
+                EXPECT_EQ(m.qa[i]->post_write(w), PostResult::kOk);
+                ++out[i];
+            }
+        }
+        m.now_ns += 4'000;
+        m.a->on_time(m.now_ns);
+        m.b->on_time(m.now_ns);
+        m.deliver(*m.b, m.drain(*m.a));
+        m.deliver(*m.a, m.drain(*m.b));
+        if (!warmed && m.now_ns - start >= warm) {
+            warmed = true;  // counted from here: the first probes verify, later ones refresh
+            at_warm = counted();
+            ok_at_warm = *answered;
+        }
+    }
+    for (uint32_t i = 0; i < qps; ++i) {
+        EXPECT_EQ(m.qa[i]->state(), QpState::kRts) << "QP " << i;
+        EXPECT_GT(m.qb[i]->counters().rx_data_pkts, 100u) << "QP " << i;
+    }
+    const uint64_t n = counted() - at_warm;
+    *answered -= ok_at_warm;
+    return n;
+}
+
+TEST(SharedLiveness, ReverseRefreshesAreBoundedPerPeerNotPerQp) {
+    uint64_t ok_few = 0, ok_many = 0;
+    const uint64_t few = reverse_probes_sent(Qp::kRefreshQpsPerPeer / 2, &ok_few);
+    const uint64_t many = reverse_probes_sent(Qp::kRefreshQpsPerPeer * 8, &ok_many);
+    // 8 QPs refresh at their own pace; 128 add up to 16 QPs' worth (2x),
+    // where a pace per QP would be 16x.
+    EXPECT_GT(few, 0u);
+    EXPECT_LE(many, 3 * few) << "8 QPs sent " << few;
+    // Refreshing goes on (bounded, not starved), and is answered.
+    EXPECT_GE(many, few) << "8 QPs sent " << few;
+    EXPECT_GE(ok_many, many / 2);
+    std::printf("reverse probes to one peer: %u QPs %lu, %u QPs %lu\n", Qp::kRefreshQpsPerPeer / 2,
+                (unsigned long)few, Qp::kRefreshQpsPerPeer * 8, (unsigned long)many);
+}
+
 }  // namespace
 }  // namespace mrc
