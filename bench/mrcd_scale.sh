@@ -6,8 +6,12 @@
 # server accepted every QP) and the sending daemon's resident memory per QP
 # (its RSS while the QPs are connected, less its RSS before, by kind:
 # anonymous = the transport's state, shmem = the shared rings it touched).
-# Fresh daemons per count and round; rounds repeat (default 3); medians and
-# the ratio of each count's goodput to the smallest count's are reported.
+# Also the packets the sending daemon received per packet it sent while
+# the QPs moved data (acks, probes and their answers per data packet: what
+# a packet costs grows with it), from two mrcctl snapshots a third of the
+# run apart. Fresh daemons per count and round; rounds repeat (default 3);
+# medians and the ratio of each count's goodput to the smallest count's
+# are reported.
 # Writes JSON (default bench/results/mrcd-scale.json).
 #
 #   bench/mrcd_scale.sh [seconds (default 4)] [json] [rounds (default 3)] [QP counts...]
@@ -22,7 +26,7 @@ counts=("$@")
 depth=${DEPTH:-2}
 cc_scope=${CC_SCOPE:-qp}  # the daemons' [qp] cc_scope: peer (shared windows) or qp
 b=${MRC_BIN_DIR:-build/app}  # another build's apps, to compare two in one run
-for x in mrcd mrc_write_bw; do
+for x in mrcd mrc_write_bw mrcctl; do
   [ -x "$b/$x" ] || { echo "build first: meson compile -C build" >&2; exit 2; }
 done
 work=$(mktemp -d /tmp/mrc-bench-XXXXXX)
@@ -79,14 +83,21 @@ run() {  # tag qps
   taskset -c 0 "$b/mrc_write_bw" --socket "$work/$t-a.sock" -p "$port" --yield --timeout-ms 20000 \
     -s 65536 -t "$depth" -q "$n" -D "$secs" --json "$work/$t.json" 127.0.0.1 >"$work/$t-cli.log" 2>&1 &
   local cp=$!; pids+=("$cp")
-  # Resident memory once every QP is connected (the peak over the run).
-  local anon=0 shm=0
+  # Resident memory once every QP is connected (the peak over the run);
+  # daemon A's traffic counters a third and two thirds into the run.
+  local anon=0 shm=0 conn_at=0 snaps=0
   while kill -0 "$cp" 2>/dev/null; do
     if grep -q "^connected" "$work/$t-cli.log" 2>/dev/null; then
-      local a s
+      local a s now
       a=$(rss "$da" RssAnon); s=$(rss "$da" RssShmem)
       [ "${a:-0}" -gt "$anon" ] && anon=$a
       [ "${s:-0}" -gt "$shm" ] && shm=$s
+      now=$(date +%s%N)
+      [ "$conn_at" = 0 ] && conn_at=$now
+      if [ "$snaps" -lt 2 ] && [ $((now - conn_at)) -ge $(( (snaps + 1) * ${secs%.*} * 1000000000 / 3 )) ]; then
+        "$b/mrcctl" --socket "$work/$t-a.sock" --json status >"$work/$t.snap$snaps" 2>/dev/null || true
+        snaps=$((snaps + 1))
+      fi
     fi
     sleep 0.2
   done
@@ -112,7 +123,7 @@ counts = [int(x) for x in sys.argv[6:]]
 med = lambda x: statistics.median(x) if x else float("nan")
 rows, failed = {}, []
 for n in counts:
-    gb, cs, anon, shm, ratios = [], [], [], [], []
+    gb, cs, anon, shm, ratios, ctl = [], [], [], [], [], []
     for r in range(reps):
         t = f"s{r}-{n}"
         try:
@@ -126,6 +137,11 @@ for n in counts:
         gb.append(j["bw_gbps"]); cs.append(j["connect_s"])
         b_a, b_s, a, s = (int(x) for x in open(os.path.join(work, f"{t}.mem")).read().split())
         anon.append((a - b_a) * 1024 / n); shm.append((s - b_s) * 1024 / n)
+        try:
+            s0, s1 = (json.load(open(os.path.join(work, f"{t}.snap{k}")))["traffic"] for k in (0, 1))
+            ctl.append((s1["rx_packets"] - s0["rx_packets"]) / (s1["tx_packets"] - s0["tx_packets"]))
+        except (OSError, ValueError, KeyError, ZeroDivisionError):
+            pass
         base = os.path.join(work, f"s{r}-{counts[0]}.json")
         try:
             ratios.append(j["bw_gbps"] / json.load(open(base))["bw_gbps"])
@@ -133,20 +149,22 @@ for n in counts:
             pass
     rows[n] = {"goodput_gbps": gb, "connect_s": cs, "anon_bytes_per_qp": anon,
                "shmem_bytes_per_qp": shm, "ratio_to_smallest": ratios,
+               "rx_per_tx_packet": ctl,
                "median": {"goodput_gbps": med(gb), "connect_s": med(cs),
                           "connect_qps_per_s": n / med(cs) if cs else float("nan"),
                           "anon_bytes_per_qp": med(anon), "shmem_bytes_per_qp": med(shm),
-                          "ratio_to_smallest": med(ratios)}}
+                          "ratio_to_smallest": med(ratios), "rx_per_tx_packet": med(ctl)}}
 cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
                      capture_output=True, text=True).stdout.strip()
 res = {"seconds_per_run": secs, "rounds": reps, "depth": depth, "msg_bytes": 65536, "planes": 2,
        "by_qps": rows, "failed_runs": failed,
        "machine": {"cpu": cpu, "cpus": os.cpu_count(), "kernel": platform.release()}}
-print(f"{'QPs':>6} {'Gb/s':>8} {'vs ' + str(counts[0]):>8} {'connect s':>10} {'QPs/s':>9} {'anon B/QP':>10} {'shm B/QP':>9}")
+print(f"{'QPs':>6} {'Gb/s':>8} {'vs ' + str(counts[0]):>8} {'connect s':>10} {'QPs/s':>9} {'anon B/QP':>10} {'shm B/QP':>9} {'rx/tx pkt':>9}")
 for n, row in rows.items():
     m = row["median"]
     print(f"{n:>6} {m['goodput_gbps']:>8.2f} {m['ratio_to_smallest']:>8.2f} {m['connect_s']:>10.3f} "
-          f"{m['connect_qps_per_s']:>9.0f} {m['anon_bytes_per_qp']:>10.0f} {m['shmem_bytes_per_qp']:>9.0f}")
+          f"{m['connect_qps_per_s']:>9.0f} {m['anon_bytes_per_qp']:>10.0f} {m['shmem_bytes_per_qp']:>9.0f} "
+          f"{m['rx_per_tx_packet']:>9.3f}")
 for f in failed:
     print(f"FAILED: {f['qps']} QPs, round {f['round']} (left out of the medians)")
 json.dump(res, open(out, "w"), indent=2)
