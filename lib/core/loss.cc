@@ -23,11 +23,11 @@
 //   3. The retransmission timeout, last: no ack progress for a whole RTO
 //      (per plane, adaptive; doubled per expiry in a row): the oldest
 //      transmission is sent again. Its path is blamed only when the peer
-//      sent anything (ack, probe, keepalive; to this QP or another of the
-//      endpoint's to the same peer host) since it left; a peer that says nothing at all
-//      (stalled, or gone) costs one resend per back-off step, no storm.
-//      More than retry.limit expiries in a row with nothing acknowledged
-//      (while the peer answers, or with no liveness check) error the QP;
+//      QP sent anything (ack, probe) since it left; a peer that says
+//      nothing (stalled, or gone) costs one resend per back-off step, no
+//      storm. More than retry.limit expiries in a row with nothing
+//      acknowledged (while the peer host is heard, on this QP or another
+//      of the endpoint's to it, or with no liveness check) error the QP;
 //      a packet found lost from acks more than retry.limit times does too.
 //      A peer silent for peer_timeout_ns errors it as unreachable.
 //
@@ -38,8 +38,8 @@
 //                                      | 2nd: retired    | counts to failed    | its plane
 //   ack shows T's resend was needless  | -               | lateness sample     | spurious++
 //   nothing acked or sent for PTO      | -               | -                   | latest resent
-//   RTO, peer heard since T left       | retired         | counts to failed    | resent
-//   RTO, peer silent since T left      | -               | -                   | resent
+//   RTO, peer QP heard since T left    | retired         | counts to failed    | resent
+//   RTO, peer QP silent since T left   | -               | -                   | resent
 //
 // Liveness is the peer host's (PeerLink, shared by the endpoint's QPs to
 // it): every valid packet from the peer to any of them counts as heard. When
@@ -285,16 +285,22 @@ void Qp::on_rto(uint64_t now_ns) {
     ++ctr_.ack_timeouts;
     ++ep_->plane_ctr_[s.plane].ack_timeouts;
     if (rto_backoff_ < UINT8_MAX) ++rto_backoff_;
-    // Heard: any packet of the peer's since T left (an ack, a probe of its
-    // own, a keepalive). A peer that still sends is alive: T's path lost
-    // it, even if every ack died on the way back.
-    const bool answered = peer_rx_ns() > s.sent_ns;
+    // Answered: the peer QP sent anything since T left (an ack, a probe of
+    // its own). A peer QP that still sends while T's ack never came says
+    // T's path lost it, even if every ack died on the way back. The peer
+    // host heard (to another of its QPs, a keepalive) says only that the
+    // host is alive: after a stall of either host the acks of the
+    // endpoint's QPs come back one burst after another, and this QP's
+    // timer may fire between the others' answers and its own. That does
+    // not blame T's path; it does count against the retry budget.
+    const bool answered = last_rx_ns_ > s.sent_ns;
+    const bool host_heard = answered || peer_rx_ns() > s.sent_ns;
     // The budget of timeouts is the QP's: so many in a row with nothing
     // acknowledged in between (whichever packet each one resent). While
-    // the peer says nothing at all, that is for the liveness check to
+    // the peer host says nothing at all, that is for the liveness check to
     // judge (when there is one): a peer descheduled for a while must not
     // fail the QP, and a peer that is gone fails it as unreachable.
-    if (answered || cfg_.liveness.peer_timeout_ns == 0) {
+    if (host_heard || cfg_.liveness.peer_timeout_ns == 0) {
         const RetryPolicy &r = cfg_.retry;
         const bool forever =
             r.mode == RetryMode::kExponential && r.limit >= RetryPolicy::kMaxExponential;
@@ -311,7 +317,7 @@ void Qp::on_rto(uint64_t now_ns) {
         ++ep_->plane_ctr_[s.plane].lost_pkts;
         on_path_loss(s, true, now_ns);
     } else {
-        ++ctr_.rto_silent;  // the peer said nothing at all: no path is to blame
+        ++ctr_.rto_silent;  // the peer QP said nothing: no path is to blame
     }
     s.avoid_plane = true;
     last_progress_ns_ = now_ns;  // the next one waits a whole (backed-off) RTO from here
