@@ -14,6 +14,8 @@
 # are reported.
 # Writes JSON (default bench/results/mrcd-scale.json).
 #
+# A failed run's logs are kept in /tmp/mrcd-scale-failed (MRC_SCALE_KEEP).
+#
 #   bench/mrcd_scale.sh [seconds (default 4)] [json] [rounds (default 3)] [QP counts...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -101,7 +103,16 @@ run() {  # tag qps
     fi
     sleep 0.2
   done
-  if wait "$cp" && wait "$sp"; then echo 0 >"$work/$t.rc"; else echo 1 >"$work/$t.rc"; cat "$work/$t-cli.log" "$work/$t-srv.log" >&2; fi
+  if wait "$cp" && wait "$sp"; then
+    echo 0 >"$work/$t.rc"
+  else
+    echo 1 >"$work/$t.rc"
+    cat "$work/$t-cli.log" "$work/$t-srv.log" >&2
+    # The daemons' logs and the applications', kept for a look after.
+    local keep=${MRC_SCALE_KEEP:-/tmp/mrcd-scale-failed}/$t-$$
+    mkdir -p "$keep" && cp "$work/$t"-*.log "$work/$t"-*.toml "$keep/" 2>/dev/null || true
+    echo "logs of the failed run: $keep" >&2
+  fi
   echo "$base_anon $base_shm $anon $shm" >"$work/$t.mem"
   stop_pid "$da" TERM 20; stop_pid "$db" TERM 20
   grep -h "SIGSEGV\|ERROR\|LeakSanitizer" "$work/$t-a.log" "$work/$t-b.log" >&2 || true
