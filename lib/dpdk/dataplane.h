@@ -185,7 +185,6 @@ class Worker {
     void rx_port(uint8_t plane, uint64_t now_ns);
     void rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_ns);
     void deliver(const uint8_t *f, uint32_t len, uint32_t qpn, uint8_t plane, uint64_t now_ns);
-    void prefetch_qp(const rte_mbuf *m, uint16_t mrc_port);
     uint32_t rx_handoff(uint64_t now_ns);
     uint32_t tx(uint64_t now_ns);
     bool attach_payload(rte_mbuf *hdr, const TxPacket &t, bool sw_cksum);

@@ -48,6 +48,19 @@ inline uint32_t mrc_payload_offset(const uint8_t *f, uint32_t len, uint16_t mrc_
     return off + 8;
 }
 
+// The MRC header's offset in a single-segment frame (0: not MRC; a
+// multi-segment frame is counted and skipped by the caller).
+inline uint32_t payload_offset(const rte_mbuf *m, uint16_t mrc_port) {
+    if (m->nb_segs != 1) return 0;
+    return mrc_payload_offset(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, mrc_port);
+}
+
+// The destination QPN of a frame whose MRC header starts at `off` (checked
+// to be in the frame by mrc_payload_offset).
+inline uint32_t frame_qpn(const uint8_t *f, uint32_t off) {
+    return uint32_t(f[off + 5]) << 16 | uint32_t(f[off + 6]) << 8 | f[off + 7];
+}
+
 // A no-op free callback: registered memory outlives every mbuf that points
 // into it (the dataplane stops and drains before memory is released).
 void extbuf_free(void *, void *) {}
@@ -157,13 +170,23 @@ void Worker::rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_
     port_rx_[plane] += n;
     ctr_.rx_packets += n;
     // Cache hints: two frames ahead the frame's headers, one ahead (its
-    // headers near by then) the QP it is for.
+    // headers near by then) the QP it is for. A frame's MRC offset is found
+    // once, a step ahead, and used again on its own turn.
     if (n > 0) rte_prefetch0(rte_pktmbuf_mtod(pkts[0], void *));
     if (n > 1) rte_prefetch0(rte_pktmbuf_mtod(pkts[1], void *));
+    uint32_t next_off = n > 0 ? payload_offset(pkts[0], cfg.mrc_port) : 0;
     for (uint16_t i = 0; i < n; ++i) {
         rte_mbuf *m = pkts[i];
+        const uint32_t off = next_off;
         if (i + 2 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 2], void *));
-        if (i + 1 < n) prefetch_qp(pkts[i + 1], cfg.mrc_port);
+        if (i + 1 < n) {
+            next_off = payload_offset(pkts[i + 1], cfg.mrc_port);
+            if (next_off != 0) {
+                const uint32_t q =
+                    frame_qpn(rte_pktmbuf_mtod(pkts[i + 1], const uint8_t *), next_off);
+                if (Dataplane::owner_of(q) == index_) ep_->prefetch_qp(q);
+            }
+        }
         ctr_.rx_bytes += m->pkt_len;
         if (m->nb_segs != 1) {
             ++ctr_.rx_multiseg;
@@ -171,7 +194,6 @@ void Worker::rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_
         }
         const auto *f = rte_pktmbuf_mtod(m, const uint8_t *);
         const uint32_t len = m->data_len;
-        const uint32_t off = mrc_payload_offset(f, len, cfg.mrc_port);
         if (off == 0) {
             ++ctr_.rx_stray;
             continue;
@@ -221,7 +243,7 @@ void Worker::rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_
                 ++ctr_.rx_ce_marked;
             }
         }
-        const uint32_t qpn = uint32_t(f[off + 5]) << 16 | uint32_t(f[off + 6]) << 8 | f[off + 7];
+        const uint32_t qpn = frame_qpn(f, off);
         const uint32_t owner = Dataplane::owner_of(qpn);
         if (owner != index_ && owner < nworkers) {
             // Another worker's QP: hand the frame over (the mbuf goes with it).
@@ -241,16 +263,6 @@ void Worker::rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_
     for (uint16_t i = 0; i < n; ++i)
         if (pkts[i] != nullptr) pkts[k++] = pkts[i];
     if (k) rte_pktmbuf_free_bulk(pkts, k);
-}
-
-// A cache hint for a frame a step ahead in the burst: the QP it names, when
-// it looks like MRC and is this worker's (every check comes later).
-void Worker::prefetch_qp(const rte_mbuf *m, uint16_t mrc_port) {
-    const auto *f = rte_pktmbuf_mtod(m, const uint8_t *);
-    const uint32_t off = mrc_payload_offset(f, m->data_len, mrc_port);
-    if (off == 0) return;
-    const uint32_t qpn = uint32_t(f[off + 5]) << 16 | uint32_t(f[off + 6]) << 8 | f[off + 7];
-    if (Dataplane::owner_of(qpn) == index_) ep_->prefetch_qp(qpn);
 }
 
 void Worker::deliver(const uint8_t *f, uint32_t len, uint32_t qpn, uint8_t plane, uint64_t now_ns) {
@@ -316,9 +328,7 @@ uint32_t Worker::rx_handoff(uint64_t now_ns) {
             rte_mbuf *m = pkts[i];
             const auto *f = rte_pktmbuf_mtod(m, const uint8_t *);
             const uint32_t off = mrc_payload_offset(f, m->data_len, dp_->cfg_.mrc_port);
-            const uint32_t qpn =
-                uint32_t(f[off + 5]) << 16 | uint32_t(f[off + 6]) << 8 | f[off + 7];
-            deliver(f, m->data_len, qpn, static_cast<uint8_t>(m->hash.usr), now_ns);
+            deliver(f, m->data_len, frame_qpn(f, off), static_cast<uint8_t>(m->hash.usr), now_ns);
         }
         if (n) rte_pktmbuf_free_bulk(pkts, n);
         ctr_.handoff_in += n;

@@ -119,6 +119,19 @@ json ctl(const Daemons &d, char w, const std::vector<std::string> &args, int *rc
     return json::parse(r.log, nullptr, false);
 }
 
+mrc_wr slot_write(const mrc_mr *src, const mrc_remote_mr &remote, uint32_t slot_bytes, uint32_t i,
+                  uint64_t wr_id) {
+    mrc_wr wr{};
+    wr.wr_id = wr_id;
+    wr.opcode = MRC_WR_WRITE;
+    wr.local = src;
+    wr.local_offset = uint64_t{i} * slot_bytes;
+    wr.length = slot_bytes;
+    wr.rkey = remote.rkey;
+    wr.remote_addr = remote.addr + uint64_t{i} * slot_bytes;
+    return wr;
+}
+
 void wait_moving(const Daemons &d, int service) {
     for (int i = 0; i < 200; ++i) {
         const json q = ctl(d, 'a', {"qps"});

@@ -73,6 +73,10 @@ nlohmann::json ctl(const Daemons &d, char w, const std::vector<std::string> &arg
 // Waits until a QP on daemon A (of `service`, or any) has sent data.
 void wait_moving(const Daemons &d, int service = -1);
 
+// A WRITE of slot `i` (slot_bytes each) of `src` to the same slot of `remote`.
+mrc_wr slot_write(const mrc_mr *src, const mrc_remote_mr &remote, uint32_t slot_bytes, uint32_t i,
+                  uint64_t wr_id);
+
 // A perftest pair: server on B, client on A (args added to both), on a
 // free TCP port for their side channel.
 std::pair<std::optional<Subprocess>, std::optional<Subprocess>> start_tool(

@@ -55,14 +55,7 @@ std::vector<mrc_wc> poll_both(mrc_cq *const cq[2], size_t want, std::chrono::mil
 
 void post_slot(mrc_qp *q, const mrc_mr *src, const mrc_remote_mr &remote, uint32_t i,
                uint64_t wr_id) {
-    mrc_wr wr{};
-    wr.wr_id = wr_id;
-    wr.opcode = MRC_WR_WRITE;
-    wr.local = src;
-    wr.local_offset = uint64_t{i} * kSlotBytes;
-    wr.length = kSlotBytes;
-    wr.rkey = remote.rkey;
-    wr.remote_addr = remote.addr + uint64_t{i} * kSlotBytes;
+    const mrc_wr wr = slot_write(src, remote, kSlotBytes, i, wr_id);
     ASSERT_EQ(mrc_post_write(q, &wr), MRC_OK) << "QP " << i;
 }
 

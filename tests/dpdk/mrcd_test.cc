@@ -781,14 +781,7 @@ TEST(Mrcd, ConnectManyConnectsHundredsOfQpsEachMovingVerifiedData) {
 
     // Every QP writes its own slot; every slot arrives intact.
     for (uint32_t i = 0; i < kQps; ++i) {
-        mrc_wr wr{};
-        wr.wr_id = i;
-        wr.opcode = MRC_WR_WRITE;
-        wr.local = src;
-        wr.local_offset = uint64_t{i} * kSlot;
-        wr.length = kSlot;
-        wr.rkey = remote.rkey;
-        wr.remote_addr = remote.addr + uint64_t{i} * kSlot;
+        const mrc_wr wr = slot_write(src, remote, kSlot, i, i);
         ASSERT_EQ(mrc_post_write(qa[i], &wr), MRC_OK) << mrc_last_error(a);
     }
     const auto wcs = poll_until(cqa, kQps, 30s);
