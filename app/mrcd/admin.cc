@@ -84,6 +84,12 @@ std::string Daemon::admin_status() {
     for (size_t i = 0; i < DaemonCounters::kCount; ++i)
         counters[kDaemonCounterInfo[i].name] = values[i];
     out["counters"] = counters;
+    // The workers' own counters, summed (drops, back-pressure, mbufs).
+    json worker = json::object();
+    const uint64_t *wv = dp::counter_array(s.worker);
+    for (size_t i = 0; i < dp::WorkerCounters::kCount; ++i)
+        worker[dp::kWorkerCounterInfo[i].name] = wv[i];
+    out["worker"] = worker;
     out["traffic"] = {{"tx_packets", s.worker.tx_packets}, {"rx_packets", s.worker.rx_packets},
                       {"tx_bytes", s.worker.tx_bytes},     {"rx_bytes", s.worker.rx_bytes},
                       {"qps_in_error", q.qps_error},       {"retransmissions", q.sum.tx_retx_pkts}};

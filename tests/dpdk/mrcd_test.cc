@@ -227,12 +227,21 @@ TEST(Mrcd, KilledDaemonFailsItsPeersSendingAndReceivingQpsWithinASecond) {
                to_b.tx->log() + "\nto-b receiver:\n" + to_b.rx->log() + "\nto-a sender:\n" +
                to_a.tx->log() + "\nto-a receiver:\n" + to_a.rx->log();
     };
-    EXPECT_TRUE(moving) << "B's sender did not start\n" << everything();
+    // Both daemons' state, while both run (what stalled, if anything did).
+    auto state = [&] {
+        std::string s;
+        for (char w : {'a', 'b'})
+            for (const char *what : {"status", "ports", "qps"})
+                s += std::string("mrcctl ") + what + " on " + w + ": " + ctl(d, w, {what}).dump() +
+                     "\n";
+        return s;
+    };
+    EXPECT_TRUE(moving) << "B's sender did not start\n" << state() << everything();
     // All four still at work: an end before the kill is something else's
     // doing, and the times measured below would mean nothing.
     for (Subprocess *p : {&*to_b.tx, &*to_b.rx, &*to_a.tx, &*to_a.rx})
         ASSERT_FALSE(p->wait_for(0ms).has_value()) << p->log_path() << " ended before the kill\n"
-                                                   << everything();
+                                                   << (moving ? state() : "") << everything();
     const auto t0 = std::chrono::steady_clock::now();
     ::kill(d.b->pid(), SIGKILL);
     auto seconds = [&] {
