@@ -18,6 +18,7 @@
 #include "core/endpoint.h"
 #include "core/ev.h"
 #include "core/loopback.h"
+#include "qp_pairs.h"
 #include "wire/mrc.h"
 
 namespace mrc {
@@ -399,24 +400,9 @@ void BM_IdleLoop(benchmark::State &state) {
     Endpoint a(ec);
     ec.qpn_base = 1u << 16;
     Endpoint b(ec);
-    QpConfig cfg;
-    for (uint32_t i = 0; i < n; ++i) {
-        Qp *x = a.create_qp(cfg).value();
-        Qp *y = b.create_qp(cfg).value();
-        QpPeer px, py;
-        px.dst_qpn = b.wire_qpn(*y);
-        py.dst_qpn = a.wire_qpn(*x);
-        px.planes = py.planes = 2;
-        for (uint32_t p = 0; p < 2; ++p) {
-            px.path[p].src_ip = py.path[p].dst_ip = LoopbackPair::a_ip(p);
-            px.path[p].dst_ip = py.path[p].src_ip = LoopbackPair::b_ip(p);
-        }
-        if (!x->to_init(LoopbackPair::kPd) || !y->to_init(LoopbackPair::kPd) ||
-            !x->to_rtr(px, Psn(0)) || !y->to_rtr(py, Psn(0)) || !x->to_rts(Psn(0)) ||
-            !y->to_rts(Psn(0))) {
-            state.SkipWithError("QP set-up failed");
-            return;
-        }
+    if (!bench::connect_pairs(a, b, n, QpConfig{}, 2)) {
+        state.SkipWithError("QP set-up failed");
+        return;
     }
     uint8_t hdrs[32][wire::kMaxHdrBytes];
     TxPacket tx[32];
