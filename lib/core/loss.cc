@@ -92,12 +92,18 @@ void Qp::tx_unlink(TxSlot &s) {
 
 void Qp::rtt_sample(uint8_t plane, uint64_t rtt_ns, bool for_min) {
     timing_[plane].rtt.sample(rtt_ns, for_min);
+    if (link_ != nullptr) link_->rtt[plane].sample(rtt_ns, for_min);
+}
+
+const PlaneRtt &Qp::known_rtt(uint8_t plane) const {
+    const PlaneRtt &own = timing_[plane].rtt;
+    return own.has_sample() || link_ == nullptr ? own : link_->rtt[plane];
 }
 
 uint64_t Qp::srtt_max_ns() const {
     uint64_t m = 0;
     for (uint8_t p = 0; p < peer_.planes; ++p)
-        m = std::max(m, timing_[p].rtt.srtt_ns());
+        m = std::max(m, known_rtt(p).srtt_ns());
     return m;
 }
 
@@ -108,13 +114,13 @@ uint64_t Qp::rto_ns(uint8_t plane) const {
         return r.srtt_ns() + std::max<uint64_t>(4 * r.rttvar_ns(), 1000) + cfg_.ack_delay_ns;
     };
     uint64_t rto = 0;
-    if (timing_[plane].rtt.has_sample()) {
-        rto = of(timing_[plane].rtt);
+    if (known_rtt(plane).has_sample()) {
+        rto = of(known_rtt(plane));
     } else {
         // Nothing measured on this plane yet: what the others show, or the
         // configured start.
         for (uint8_t p = 0; p < peer_.planes; ++p)
-            if (timing_[p].rtt.has_sample()) rto = std::max(rto, of(timing_[p].rtt));
+            if (known_rtt(p).has_sample()) rto = std::max(rto, of(known_rtt(p)));
         if (rto == 0) rto = fixed;
     }
     return std::clamp(rto, cfg_.retry.min_rto_ns,

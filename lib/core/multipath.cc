@@ -201,7 +201,7 @@ uint64_t Qp::probe_timeout_ns() const {
     if (!cfg_.retry.adaptive) return ack_timeout_ns(cfg_.retry.timeout_exp);
     uint64_t t = 0;
     for (uint8_t p = 0; p < peer_.planes; ++p) {
-        const PlaneRtt &r = timing_[p].rtt;
+        const PlaneRtt &r = known_rtt(p);
         if (r.has_sample()) t = std::max(t, 2 * r.srtt_ns() + 4 * r.rttvar_ns());
     }
     if (t == 0) return rto_ns(0);  // nothing measured yet
@@ -464,16 +464,25 @@ uint32_t Qp::emit_reverse_probes(TxPacket *out, uint32_t max, uint64_t now_ns) {
 void Qp::on_reverse_probe_reply(const wire::MrcPacket &p, uint8_t plane_in, uint64_t now_ns) {
     const uint32_t id = p.probe->probe_id.get();
     const uint32_t plane = id >> 24, sl = (id >> 16) & 0xff;
-    if (plane >= peer_.planes || sl >= EvSet::kReverseEvsPerPlane || plane != plane_in ||
-        !evs_.on_reverse_probe_reply(uint8_t(plane), sl, uint16_t(id & 0xffff),
+    if (plane >= peer_.planes || sl >= EvSet::kReverseEvsPerPlane || plane != plane_in) {
+        ++ctr_.rx_probe_replies_stale;
+        return;
+    }
+    const uint32_t ts = p.probe->ts.get();
+    const uint64_t rtt_ns = static_cast<uint32_t>(now_ns) - ts;
+    if (!evs_.on_reverse_probe_reply(uint8_t(plane), sl, uint16_t(id & 0xffff),
                                      p.probe->ev.get())) {
         ++ctr_.rx_probe_replies_stale;
+        // Given up on (its EV already replaced), it still measured the
+        // path: a timeout shorter than the RTT would otherwise give up on
+        // every probe and never learn better (thousands of QPs that only
+        // receive, behind a deep queue).
+        if (ts != 0 && rtt_ns <= cfg_.retry.max_rto_ns) rtt_sample(uint8_t(plane), rtt_ns, true);
         return;
     }
     ++ctr_.reverse_probes_ok;
     update_reverse_due();
-    if (const uint32_t ts = p.probe->ts.get(); ts != 0)
-        rtt_sample(uint8_t(plane), static_cast<uint32_t>(now_ns) - ts, true);
+    if (ts != 0) rtt_sample(uint8_t(plane), rtt_ns, true);
     apply_peer_status(p.probe->plane_status, now_ns);
 }
 

@@ -138,6 +138,10 @@ struct PeerLink {
     uint32_t next_sender = 0;   // keepalives rotate over the members
     LivenessConfig live;        // the first QP's (QPs to one peer share settings)
     std::vector<Qp *> members;  // QPs whose liveness it watches (RTS, timer seen)
+    // Every RTT sample of its QPs, per plane: what a QP that has none of
+    // its own yet (new, or one that only receives) goes by for its timeouts
+    // and probe pacing, instead of a configured guess.
+    PlaneRtt rtt[kMaxPlanes];
 };
 
 class Qp {
@@ -313,6 +317,9 @@ class Qp {
     void tx_link(Psn p, TxSlot &s);
     void tx_unlink(TxSlot &s);
     void rtt_sample(uint8_t plane, uint64_t rtt_ns, bool for_min);
+    // The plane's RTT as this QP knows it: its own samples, or before it
+    // has any, those of all the endpoint's QPs to the peer (PeerLink::rtt).
+    const PlaneRtt &known_rtt(uint8_t plane) const;
     uint64_t srtt_max_ns() const;
     uint64_t rtt_ref_ns(uint8_t plane) const;
     // The plane's minimum RTT, or the smallest of the others' (UINT64_MAX: none).

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -208,7 +209,6 @@ TEST(SharedCc, PathStateGoesWithItsLastQpAndErrorsReturnTheirShare) {
     ASSERT_TRUE(m.a->destroy_qp(m.qa[2]->qpn()));
     EXPECT_EQ(m.a->shared_paths(), 0u);
 }
-
 }  // namespace
 }  // namespace mrc
 
@@ -405,6 +405,124 @@ TEST(SharedLiveness, ReverseRefreshesAreBoundedPerPeerNotPerQp) {
     EXPECT_GE(ok_many, many / 2);
     std::printf("reverse probes to one peer: %u QPs %lu, %u QPs %lu\n", Qp::kRefreshQpsPerPeer / 2,
                 (unsigned long)few, Qp::kRefreshQpsPerPeer * 8, (unsigned long)many);
+}
+
+// RTT shared per (peer, plane): what one QP measures, the others to the
+// same peer go by until they have samples of their own.
+
+// Frames between A and B take `one_way_ns` each way (a deep queue).
+struct Delayed {
+    Many &m;
+    uint64_t one_way_ns;
+    std::deque<std::pair<uint64_t, Many::Frame>> ab, ba;
+
+    void step(uint64_t dt_ns) {
+        m.now_ns += dt_ns;
+        m.a->on_time(m.now_ns);
+        m.b->on_time(m.now_ns);
+        for (auto &f : m.drain(*m.a))
+            ab.emplace_back(m.now_ns + one_way_ns, std::move(f));
+        for (auto &f : m.drain(*m.b))
+            ba.emplace_back(m.now_ns + one_way_ns, std::move(f));
+        arrive(ab, *m.b);
+        arrive(ba, *m.a);
+    }
+    void arrive(std::deque<std::pair<uint64_t, Many::Frame>> &q, Endpoint &to) {
+        while (!q.empty() && q.front().first <= m.now_ns) {
+            const Many::Frame &f = q.front().second;
+            to.on_packet(f.bytes.data(), uint32_t(f.bytes.size()), f.plane, m.now_ns);
+            q.pop_front();
+        }
+    }
+    // QP i of A keeps two WRITEs of `msg` bytes in flight.
+    void keep_busy(uint32_t i, uint32_t msg, uint32_t &out) {
+        SendCompletion c[4];
+        out -= m.qa[i]->poll_send_cq(c, 4);
+        while (out < 2) {
+            WriteRequest w;
+            w.local = m.src.data() + size_t{i} * msg;
+            w.length = msg;
+            w.remote_addr = reinterpret_cast<uint64_t>(m.dst.data()) + uint64_t{i} * msg;
+            w.rkey = m.rkey;
+            ASSERT_EQ(m.qa[i]->post_write(w), PostResult::kOk);
+            ++out;
+        }
+    }
+};
+
+TEST(SharedRtt, AQpWithoutSamplesTimesOutByWhatItsPeersQpsMeasured) {
+    constexpr uint32_t kMsg = 16 * 1024;
+    constexpr uint64_t kOneWayNs = 3'000'000;  // RTT 6 ms, above the 1 ms RTO floor
+    Many m(2, true, kMsg);
+    Delayed d{m, kOneWayNs, {}, {}};
+    const uint64_t fresh_rto = m.qa[1]->rto_ns(0);
+    EXPECT_LT(fresh_rto, 2 * kOneWayNs) << "nothing known yet: the configured start";
+    uint32_t out = 0;
+    for (int i = 0; i < 400; ++i) {  // 40 ms: QP 0 alone moves data
+        d.keep_busy(0, kMsg, out);
+        d.step(100'000);
+    }
+    ASSERT_TRUE(m.qa[0]->rtt(0).has_sample());
+    EXPECT_GE(m.qa[0]->rtt(0).srtt_ns(), 2 * kOneWayNs);
+    EXPECT_FALSE(m.qa[1]->rtt(0).has_sample()) << "QP 1 sent nothing";
+    // QP 1's first packet waits for the path's RTT, not the 1 ms guess
+    // that would time out (and resend) everything it sends.
+    for (uint8_t p = 0; p < kPlanes; ++p) {
+        EXPECT_GE(m.qa[1]->rto_ns(p), 2 * kOneWayNs) << "plane " << int(p);
+        EXPECT_EQ(m.qa[1]->rto_ns(p), m.qa[0]->rto_ns(p)) << "plane " << int(p);
+    }
+    // And it sends without a single timeout.
+    uint32_t out1 = 0;
+    for (int i = 0; i < 400; ++i) {
+        d.keep_busy(0, kMsg, out);
+        d.keep_busy(1, kMsg, out1);
+        d.step(100'000);
+    }
+    EXPECT_GT(m.qb[1]->counters().rx_data_pkts, 50u);
+    EXPECT_EQ(m.qa[1]->counters().ack_timeouts, 0u);
+    EXPECT_EQ(m.qa[1]->counters().tail_probes, 0u);
+    EXPECT_EQ(m.qa[1]->counters().tx_retx_pkts, 0u);
+}
+
+TEST(SharedRtt, AReceiveOnlyQpLearnsTheRttFromLateProbeRepliesAndStopsReplacingEvs) {
+    // B's QPs only receive: their RTT comes from reverse-probe replies
+    // alone. A reply later than the first probe timeout (1 ms, nothing
+    // measured) still measures the path; after it, probes are answered in
+    // time and the reverse EVs stay.
+    constexpr uint32_t kMsg = 16 * 1024;
+    constexpr uint64_t kOneWayNs = 2'000'000;
+    Many m(4, true, kMsg);
+    Delayed d{m, kOneWayNs, {}, {}};
+    std::vector<uint32_t> out(4, 0);
+    auto totals = [&](uint64_t *ok, uint64_t *replaced) {
+        *ok = *replaced = 0;
+        for (const Qp *q : m.qb) {
+            *ok += q->counters().reverse_probes_ok;
+            *replaced += q->counters().reverse_evs_replaced;
+        }
+    };
+    for (int i = 0; i < 2000; ++i) {  // 200 ms
+        for (uint32_t q = 0; q < 4; ++q)
+            d.keep_busy(q, kMsg, out[q]);
+        d.step(100'000);
+    }
+    uint64_t ok0, replaced0;
+    totals(&ok0, &replaced0);
+    for (const Qp *q : m.qb)
+        EXPECT_TRUE(q->rtt(0).has_sample() || q->rtt(1).has_sample());
+    for (int i = 0; i < 2000; ++i) {  // 200 ms more
+        for (uint32_t q = 0; q < 4; ++q)
+            d.keep_busy(q, kMsg, out[q]);
+        d.step(100'000);
+    }
+    uint64_t ok1, replaced1;
+    totals(&ok1, &replaced1);
+    EXPECT_GT(ok1 - ok0, 0u) << "refreshes answered in time";
+    EXPECT_EQ(replaced1 - replaced0, 0u) << "no EV replaced on a path that loses nothing";
+    EXPECT_GT(ok1, replaced1);
+    std::printf("reverse probes: %lu answered, %lu EVs replaced (first 200 ms: %lu, %lu)\n",
+                (unsigned long)ok1, (unsigned long)replaced1, (unsigned long)ok0,
+                (unsigned long)replaced0);
 }
 
 }  // namespace
