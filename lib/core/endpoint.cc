@@ -306,11 +306,15 @@ uint32_t Endpoint::poll_tx(TxPacket *out, uint32_t max, uint64_t now_ns, uint8_t
     while (n < max && !ready_.empty()) {
         const uint32_t before = n;
         for (uint32_t turns = ready_.size(); turns > 0 && n < max; --turns) {
-            // Two QPs ahead its object, one ahead its EV arrays (cache hints).
+            // Cache hints, each stage reading what the one before brought
+            // near: three QPs ahead its object, two ahead its EV arrays, one
+            // ahead the EV entry its next packet takes.
+            if (ready_.size() > 3)
+                if (const Qp *a = qp(ready_.peek(3))) a->prefetch();
             if (ready_.size() > 2)
-                if (const Qp *a = qp(ready_.peek(2))) a->prefetch();
+                if (const Qp *a = qp(ready_.peek(2))) a->prefetch_evs();
             if (ready_.size() > 1)
-                if (const Qp *a = qp(ready_.peek(1))) a->prefetch_evs();
+                if (const Qp *a = qp(ready_.peek(1))) a->prefetch_next_ev();
             const uint32_t qpn = ready_.front();
             ready_.pop();
             Qp *q = qp(qpn);

@@ -211,13 +211,17 @@ uint32_t EvSet::choose(uint64_t now_ns, uint8_t planes) {
         any_good |= ((planes >> p) & 1) && good_active_[p] != 0;
     const auto n = static_cast<uint32_t>(order_.size());
     for (uint32_t t = 0; t < n; ++t) {
-        const uint32_t i = active_[order_[cursor_]];
+        // A slot's plane is its index's (active_ keeps a plane's slots
+        // together): EVs of other planes are passed over without reading
+        // their entries, which with thousands of QPs are rarely in cache.
+        const uint32_t slot = order_[cursor_];
         if (++cursor_ == n) {
             cursor_ = 0;
             reshuffle();
         }
+        if (!((planes >> (slot / per_plane_)) & 1)) continue;
+        const uint32_t i = active_[slot];
         const EvEntry &e = e_[i];
-        if (!((planes >> e.plane) & 1)) continue;
         if (e.state == EvState::kGood || (!any_good && e.state == EvState::kSkip)) return i;
     }
     return pick(now_ns, cursor_, kNoEv, 0, planes);

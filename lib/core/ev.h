@@ -202,6 +202,11 @@ class EvSet {
         __builtin_prefetch(active_.data());
         __builtin_prefetch(e_.data());
     }
+    // Once prefetch()'s lines are near: the entry the walk offers next.
+    void prefetch_next() const {
+        if (order_.empty()) return;
+        __builtin_prefetch(&e_[active_[order_[cursor_ < order_.size() ? cursor_ : 0]]]);
+    }
 
     // True when SKIP has run out (the state changes when the walk reaches it).
     // The wait before the next probe after `lost` probes lost in a row.

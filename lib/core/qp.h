@@ -196,6 +196,7 @@ class Qp {
         __builtin_prefetch(&ack_due_now_);
     }
     void prefetch_evs() const { evs_.prefetch(); }
+    void prefetch_next_ev() const { evs_.prefetch_next(); }
     // Reverse-EV refreshes of the QPs to one peer add up to at most this
     // many QPs' worth: with more, each QP refreshes that much less often.
     static constexpr uint32_t kRefreshQpsPerPeer = 16;
