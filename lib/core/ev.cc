@@ -86,6 +86,7 @@ void EvSet::init(const EvConfig &cfg, uint32_t planes, uint64_t seed, EvGauges *
         }
     };
     e_.assign(total, EvEntry{});
+    d_.assign(total, EvDetail{});
     active_.assign(per_plane_ * planes_, 0);
     spares_.assign(spares_per_plane_ * planes_, 0);
     uint32_t i = 0;
@@ -102,10 +103,11 @@ void EvSet::init(const EvConfig &cfg, uint32_t planes, uint64_t seed, EvGauges *
             spares_[p * spares_per_plane_ + j] = i;
         }
     }
-    for (EvEntry &e : e_) {
-        e.probe_need = cfg.probe_successes;
-        if (gauges_) ++gauges_->total[e.plane];
-    }
+    for (EvDetail &d : d_)
+        d.probe_need = cfg.probe_successes;
+    if (gauges_)
+        for (const EvEntry &e : e_)
+            ++gauges_->total[e.plane];
     for (uint32_t p = 0; p < kMaxPlanes; ++p)
         good_active_[p] = static_cast<uint16_t>(p < planes_ ? per_plane_ : 0);
     next_expiry_ns_ = UINT64_MAX;
@@ -187,17 +189,17 @@ void EvSet::set_state(EvEntry &e, EvState s, uint64_t now_ns) {
         if (s == EvState::kGood) ++good_active_[e.plane];
     }
     e.state = s;
-    e.since_ns = now_ns;
+    d_[idx].since_ns = now_ns;
 }
 
 void EvSet::expire_skips(uint64_t now_ns) {
     next_expiry_ns_ = UINT64_MAX;
-    for (EvEntry &e : e_) {
-        if (e.state != EvState::kSkip) continue;
-        if (now_ns >= e.skip_until_ns)
-            set_state(e, EvState::kGood, now_ns);
+    for (uint32_t i = 0; i < e_.size(); ++i) {
+        if (e_[i].state != EvState::kSkip) continue;
+        if (now_ns >= d_[i].skip_until_ns)
+            set_state(e_[i], EvState::kGood, now_ns);
         else
-            next_expiry_ns_ = std::min(next_expiry_ns_, e.skip_until_ns);
+            next_expiry_ns_ = std::min(next_expiry_ns_, d_[i].skip_until_ns);
     }
 }
 
@@ -253,7 +255,7 @@ uint32_t EvSet::pick(uint64_t now_ns, uint32_t start, uint32_t avoid, uint8_t av
         const EvEntry &e = e_[i];
         if (e.state == EvState::kDenied || !((planes >> e.plane) & 1)) continue;
         uint32_t rank;
-        if (usable_state(e, now_ns))
+        if (usable(i, now_ns))
             rank = ((avoid_planes >> e.plane) & 1) ? 1 : 0;
         else
             rank = e.state == EvState::kSkip ? 2 : 3;
@@ -264,16 +266,17 @@ uint32_t EvSet::pick(uint64_t now_ns, uint32_t start, uint32_t avoid, uint8_t av
             if (rank == 0) break;
         }
     }
-    if (best != kNoEv && e_[best].state == EvState::kSkip && now_ns >= e_[best].skip_until_ns)
+    if (best != kNoEv && e_[best].state == EvState::kSkip && now_ns >= d_[best].skip_until_ns)
         set_state(e_[best], EvState::kGood, now_ns);
     return best;
 }
 
 void EvSet::skip(EvEntry &e, uint64_t now_ns, uint64_t factor) {
     const uint32_t level = std::min<uint32_t>(e.skip_level, cfg_.skip_max_doublings);
-    e.skip_until_ns = std::max(e.skip_until_ns, now_ns + ((cfg_.skip_ns * factor) << level));
+    EvDetail &d = d_[static_cast<size_t>(&e - e_.data())];
+    d.skip_until_ns = std::max(d.skip_until_ns, now_ns + ((cfg_.skip_ns * factor) << level));
     if (e.skip_level < 255) ++e.skip_level;
-    next_expiry_ns_ = std::min(next_expiry_ns_, e.skip_until_ns);
+    next_expiry_ns_ = std::min(next_expiry_ns_, d.skip_until_ns);
     set_state(e, EvState::kSkip, now_ns);
 }
 
@@ -301,7 +304,7 @@ uint32_t EvSet::slot_of(uint32_t i) const {
 uint32_t EvSet::good_spare(uint8_t plane, uint64_t now_ns) const {
     for (uint32_t j = 0; j < spares_per_plane_; ++j) {
         const uint32_t s = spares_[plane * spares_per_plane_ + j];
-        if (usable_state(e_[s], now_ns)) return s;
+        if (usable(s, now_ns)) return s;
     }
     return kNoEv;
 }
@@ -363,39 +366,40 @@ EvTimeout EvSet::retire(EvEntry &e, uint32_t i, uint64_t now_ns) {
         }
     }
     // Failing again soon after a revival: a flapping path must prove itself longer.
-    const bool flapping = e.revived_ns != 0 && now_ns - e.revived_ns < cfg_.flap_window_ns;
-    e.probe_need =
+    EvDetail &d = d_[i];
+    const bool flapping = d.revived_ns != 0 && now_ns - d.revived_ns < cfg_.flap_window_ns;
+    d.probe_need =
         flapping
-            ? static_cast<uint8_t>(std::min<uint32_t>(2u * e.probe_need, cfg_.probe_successes_max))
+            ? static_cast<uint8_t>(std::min<uint32_t>(2u * d.probe_need, cfg_.probe_successes_max))
             : cfg_.probe_successes;
-    e.probe_ok = 0;
-    e.probe_lost = 0;
+    d.probe_ok = 0;
+    d.probe_lost = 0;
     e.probe_out = false;
-    e.probe_at_ns = now_ns + cfg_.probe_interval_ns;
+    d.probe_at_ns = now_ns + cfg_.probe_interval_ns;
     e.skip_level = 0;
-    ++e.failures;
+    ++d.failures;
     set_state(e, EvState::kAssumedBad, now_ns);
     return EvTimeout::kRetired;
 }
 
 void EvSet::on_probe_sent(uint32_t i, uint64_t now_ns) {
-    EvEntry &e = e_[i];
-    e.probe_out = true;
-    ++e.probe_seq;
-    e.probe_at_ns = now_ns;
+    e_[i].probe_out = true;
+    ++d_[i].probe_seq;
+    d_[i].probe_at_ns = now_ns;
 }
 
 bool EvSet::on_probe_reply(uint32_t i, uint64_t now_ns) {
     EvEntry &e = e_[i];
+    EvDetail &d = d_[i];
     e.probe_out = false;
-    e.probe_lost = 0;
+    d.probe_lost = 0;
     if (e.state != EvState::kAssumedBad) return false;
-    e.probe_at_ns = now_ns + cfg_.probe_interval_ns;
-    if (++e.probe_ok < e.probe_need) return false;
-    const uint64_t spell = now_ns - e.since_ns;
-    e.min_bad_ns = std::min(e.min_bad_ns, spell);
-    e.revived_ns = now_ns;
-    ++e.revivals;
+    d.probe_at_ns = now_ns + cfg_.probe_interval_ns;
+    if (++d.probe_ok < d.probe_need) return false;
+    const uint64_t spell = now_ns - d.since_ns;
+    d.min_bad_ns = std::min(d.min_bad_ns, spell);
+    d.revived_ns = now_ns;
+    ++d.revivals;
     set_state(e, EvState::kGood, now_ns);
     if (!e.active) {
         // Take back a slot of this plane held by an EV that is out of use.
@@ -411,11 +415,11 @@ bool EvSet::on_probe_reply(uint32_t i, uint64_t now_ns) {
 }
 
 void EvSet::on_probe_lost(uint32_t i, uint64_t now_ns) {
-    EvEntry &e = e_[i];
-    e.probe_out = false;
-    e.probe_ok = 0;
-    if (e.probe_lost < UINT8_MAX) ++e.probe_lost;
-    e.probe_at_ns = now_ns + probe_wait_ns(cfg_, e.probe_lost);
+    EvDetail &d = d_[i];
+    e_[i].probe_out = false;
+    d.probe_ok = 0;
+    if (d.probe_lost < UINT8_MAX) ++d.probe_lost;
+    d.probe_at_ns = now_ns + probe_wait_ns(cfg_, d.probe_lost);
 }
 
 void EvSet::deny(uint32_t i, uint64_t now_ns) {
@@ -432,10 +436,11 @@ void EvSet::deny(uint32_t i, uint64_t now_ns) {
 void EvSet::allow(uint32_t i, uint64_t now_ns) {
     EvEntry &e = e_[i];
     if (e.state != EvState::kDenied) return;
-    e.probe_need = cfg_.probe_successes;
-    e.probe_ok = 0;
-    e.probe_lost = 0;
-    e.probe_at_ns = now_ns + cfg_.probe_interval_ns;
+    EvDetail &d = d_[i];
+    d.probe_need = cfg_.probe_successes;
+    d.probe_ok = 0;
+    d.probe_lost = 0;
+    d.probe_at_ns = now_ns + cfg_.probe_interval_ns;
     set_state(e, EvState::kAssumedBad, now_ns);
 }
 
@@ -510,11 +515,8 @@ void EvSet::on_reverse_probe_lost(uint8_t plane, uint32_t slot) {
 
 EvStateCounts EvSet::counts(uint64_t now_ns) const {
     EvStateCounts c;
-    for (const EvEntry &e : e_) {
-        EvState s = e.state;
-        if (s == EvState::kSkip && now_ns >= e.skip_until_ns) s = EvState::kGood;
-        ++c.state[static_cast<uint32_t>(s)];
-    }
+    for (uint32_t i = 0; i < e_.size(); ++i)
+        ++c.state[static_cast<uint32_t>(usable(i, now_ns) ? EvState::kGood : e_[i].state)];
     return c;
 }
 

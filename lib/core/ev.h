@@ -65,6 +65,9 @@ enum class EvState : uint8_t { kGood, kSkip, kAssumedBad, kDenied };
 inline constexpr uint32_t kEvStates = 4;
 const char *to_string(EvState s);
 
+// What a packet's send and ack read of an EV, 8 bytes: with thousands of
+// QPs the entries of every QP stay in the core's cache (issue 18); the
+// rest, read on probes and state changes, is in EvDetail.
 struct EvEntry {
     uint16_t ev = 0;  // the UDP source port
     uint8_t plane = 0;
@@ -72,11 +75,16 @@ struct EvEntry {
     bool active = false;       // in the active set; otherwise a spare
     bool probe_out = false;    // a probe on this EV awaits its reply
     uint8_t skip_level = 0;    // marks in a row: each doubles the next skip
-    uint8_t probe_ok = 0;      // probe replies in a row while ASSUMED_BAD
-    uint8_t probe_need = 0;    // replies that revive it (grows when it flaps)
-    uint8_t probe_lost = 0;    // probes lost in a row: each doubles the next wait
     uint8_t loss_strikes = 0;  // packets lost on it since one it carried was acknowledged
-    uint16_t probe_seq = 0;    // sequence of the latest probe
+};
+static_assert(sizeof(EvEntry) == 8);
+
+// The rest of an EV's state: SKIP and probe timing, revival, history.
+struct EvDetail {
+    uint8_t probe_ok = 0;    // probe replies in a row while ASSUMED_BAD
+    uint8_t probe_need = 0;  // replies that revive it (grows when it flaps)
+    uint8_t probe_lost = 0;  // probes lost in a row: each doubles the next wait
+    uint16_t probe_seq = 0;  // sequence of the latest probe
     uint64_t skip_until_ns = 0;
     uint64_t since_ns = 0;     // when it entered its state
     uint64_t revived_ns = 0;   // last revival by probes (0: never)
@@ -146,10 +154,12 @@ class EvSet {
     uint32_t planes() const { return planes_; }
     const EvEntry &entry(uint32_t i) const { return e_[i]; }
     const std::vector<EvEntry> &entries() const { return e_; }
+    const EvDetail &detail(uint32_t i) const { return d_[i]; }
     // Heap bytes of the set's tables (the object itself is in its owner).
     size_t memory_bytes() const {
         auto vec = [](const auto &v) { return v.capacity() * sizeof(v[0]); };
-        return vec(e_) + vec(active_) + vec(spares_) + vec(order_) + vec(index_) + vec(bad_);
+        return vec(e_) + vec(d_) + vec(active_) + vec(spares_) + vec(order_) + vec(index_) +
+               vec(bad_);
     }
     // The entry holding EV value `ev`, or kNoEv. A few ns: a small hash.
     uint32_t find(uint16_t ev) const;
@@ -216,9 +226,9 @@ class EvSet {
     static uint64_t plane_probe_wait_ns(const EvConfig &c, uint8_t lost) {
         return c.probe_interval_ns << std::min<uint8_t>(lost, c.plane_probe_backoff_max_doublings);
     }
-    static bool usable_state(const EvEntry &e, uint64_t now_ns) {
-        return e.state == EvState::kGood ||
-               (e.state == EvState::kSkip && now_ns >= e.skip_until_ns);
+    bool usable(uint32_t i, uint64_t now_ns) const {
+        return e_[i].state == EvState::kGood ||
+               (e_[i].state == EvState::kSkip && now_ns >= d_[i].skip_until_ns);
     }
     EvStateCounts counts(uint64_t now_ns) const;
 
@@ -267,6 +277,7 @@ class EvSet {
 
     EvConfig cfg_;
     std::vector<EvEntry> e_;
+    std::vector<EvDetail> d_;       // by entry, as e_
     std::vector<uint32_t> active_;  // slot (plane * per_plane + j) -> entry
     std::vector<uint32_t> spares_;  // plane * spares_per_plane + j -> entry
     std::vector<uint32_t> order_;   // the walk: slots, planes interleaved

@@ -223,14 +223,14 @@ void Qp::update_probe_due(uint64_t now_ns) {
     const uint64_t timeout = probe_timeout_ns();
     uint64_t due = UINT64_MAX;
     for (const uint32_t i : probes_out_)
-        due = std::min(due, evs_.entry(i).probe_at_ns + timeout);
+        due = std::min(due, evs_.detail(i).probe_at_ns + timeout);
     uint64_t send = UINT64_MAX;
     for (uint8_t p = 0; p < peer_.planes; ++p)
         if (wants_plane_probe(p) && plane_[p].probe_entry == kNoEv)
             send = std::min(send, plane_[p].next_probe_ns);
     for (const uint32_t i : evs_.assumed_bad()) {
         const EvEntry &e = evs_.entry(i);
-        if (!e.probe_out && wants_ev_probe(e)) send = std::min(send, e.probe_at_ns);
+        if (!e.probe_out && wants_ev_probe(e)) send = std::min(send, evs_.detail(i).probe_at_ns);
     }
     // The budget of probes per interval is spent: the rest wait for the next one.
     if (send != UINT64_MAX && probes_in_window_ >= cfg_.ev.max_probes_per_interval)
@@ -259,7 +259,7 @@ void Qp::expire_probes(uint64_t now_ns) {
     const uint64_t timeout = probe_timeout_ns();
     for (size_t k = 0; k < probes_out_.size();) {
         const uint32_t i = probes_out_[k];
-        if (now_ns >= evs_.entry(i).probe_at_ns + timeout) {
+        if (now_ns >= evs_.detail(i).probe_at_ns + timeout) {
             probes_out_[k] = probes_out_.back();
             probes_out_.pop_back();
             probe_lost(i, now_ns);
@@ -277,7 +277,7 @@ void Qp::send_probe(TxPacket &t, uint32_t i, uint64_t now_ns) {
     wire::ProbeFields f;
     f.reply = false;
     f.dst_qpn = peer_.dst_qpn;
-    f.probe_id = (i << 16) | e.probe_seq;
+    f.probe_id = (i << 16) | evs_.detail(i).probe_seq;
     f.ev = e.ev;
     f.ts = static_cast<uint32_t>(now_ns);
     f.plane_status = advertised_status();
@@ -319,7 +319,7 @@ uint32_t Qp::emit_probes(TxPacket *out, uint32_t max, uint64_t now_ns) {
     for (uint32_t k = 0; k < m && n < max && budget(); ++k) {
         const uint32_t i = bad[(probe_bad_cursor_ + k) % m];
         const EvEntry &e = evs_.entry(i);
-        if (e.probe_out || now_ns < e.probe_at_ns || !wants_ev_probe(e)) continue;
+        if (e.probe_out || now_ns < evs_.detail(i).probe_at_ns || !wants_ev_probe(e)) continue;
         send_probe(out[n++], i, now_ns);
     }
     ++probe_bad_cursor_;
@@ -338,14 +338,14 @@ void Qp::on_probe_reply(const wire::MrcPacket &p, uint8_t plane_in, uint64_t now
     }
     const uint32_t id = p.probe->probe_id.get();
     const uint32_t i = id >> 16;
-    if (i >= evs_.size() || !evs_.entry(i).probe_out || evs_.entry(i).probe_seq != (id & 0xffff) ||
+    if (i >= evs_.size() || !evs_.entry(i).probe_out || evs_.detail(i).probe_seq != (id & 0xffff) ||
         evs_.entry(i).ev != p.probe->ev.get()) {
         ++ctr_.rx_probe_replies_stale;
         return;
     }
     probes_out_.erase(std::find(probes_out_.begin(), probes_out_.end(), i));
     const uint8_t plane = evs_.entry(i).plane;
-    const uint64_t sent_ns = evs_.entry(i).probe_at_ns;  // while out: when it was sent
+    const uint64_t sent_ns = evs_.detail(i).probe_at_ns;  // while out: when it was sent
     ++ep_->plane_ctr_[plane].probes_ok;
     if (now_ns > sent_ns) rtt_sample(plane, now_ns - sent_ns, true);
     if (evs_.on_probe_reply(i, now_ns)) ++ctr_.ev_revived;

@@ -431,19 +431,22 @@ void Simulator::report() {
         if (qr.done_ns > qr.start_ns)
             qr.goodput_gbps = double(qr.bytes) * 8 / double(qr.done_ns - qr.start_ns);
         r_.qps.push_back(qr);
-        for (const EvEntry &e : q.a->evs().entries()) {
+        const EvSet &qevs = q.a->evs();
+        for (uint32_t i = 0; i < qevs.size(); ++i) {
+            const EvEntry &e = qevs.entry(i);
+            const EvDetail &d = qevs.detail(i);
             EvReport er;
             er.qp = qi;
             er.ev = e.ev;
             er.plane = e.plane;
             er.path = path_of(e.ev, cfg_.fabric.paths_per_plane);
             er.state = e.state;
-            if (er.state == EvState::kSkip && now_ns >= e.skip_until_ns) er.state = EvState::kGood;
+            if (qevs.usable(i, now_ns)) er.state = EvState::kGood;
             er.active = e.active;
-            er.failures = e.failures;
-            er.revivals = e.revivals;
-            er.min_bad_ns = e.min_bad_ns;
-            er.probe_need = e.probe_need;
+            er.failures = d.failures;
+            er.revivals = d.revivals;
+            er.min_bad_ns = d.min_bad_ns;
+            er.probe_need = d.probe_need;
             r_.evs.push_back(er);
             ++r_.planes[e.plane].evs.state[uint32_t(er.state)];
             ++r_.ev_states.state[uint32_t(er.state)];

@@ -139,7 +139,7 @@ TEST(EvSet, EcnSkipsTheEvForAWhileDoublingWhileMarksContinue) {
         EXPECT_NE(s.choose(500, kAll), e) << "skipped while SKIP lasts";
     // Marked again: the next skip is twice as long.
     EXPECT_TRUE(s.on_ecn(e, 900));
-    EXPECT_EQ(s.entry(e).skip_until_ns, 900u + 2000);
+    EXPECT_EQ(s.detail(e).skip_until_ns, 900u + 2000);
     bool back = false;
     for (int k = 0; k < 8; ++k)
         back |= s.choose(2900, kAll) == e;
@@ -148,11 +148,11 @@ TEST(EvSet, EcnSkipsTheEvForAWhileDoublingWhileMarksContinue) {
     // A clean ack resets the doubling.
     s.on_clean_ack(e);
     EXPECT_TRUE(s.on_ecn(e, 5000));
-    EXPECT_EQ(s.entry(e).skip_until_ns, 5000u + 1000);
+    EXPECT_EQ(s.detail(e).skip_until_ns, 5000u + 1000);
     // A trim skips trim_skip_factor times longer.
     const uint32_t f = (e + 1) % 4;
     EXPECT_TRUE(s.on_trim(f, 0));
-    EXPECT_EQ(s.entry(f).skip_until_ns, uint64_t{c.trim_skip_factor} * 1000);
+    EXPECT_EQ(s.detail(f).skip_until_ns, uint64_t{c.trim_skip_factor} * 1000);
 }
 
 TEST(EvSet, WithEveryEvInSkipTheWalkTakesThemInTurn) {
@@ -214,7 +214,7 @@ TEST(EvSet, TheFloorStopsRetirementsThatWouldLeaveTooFewEvs) {
     EXPECT_EQ(s.on_timeout(act[0], 10), EvTimeout::kRetired);
     EXPECT_EQ(s.on_timeout(act[1], 10), EvTimeout::kFloorHeld) << "3 left would be 2";
     EXPECT_EQ(s.entry(act[1]).state, EvState::kSkip) << "avoided for long instead";
-    EXPECT_GT(s.entry(act[1]).skip_until_ns, 10u);
+    EXPECT_GT(s.detail(act[1]).skip_until_ns, 10u);
     EXPECT_EQ(s.entry(act[0]).state, EvState::kAssumedBad);
     EXPECT_TRUE(s.entry(act[0]).active) << "no spare: it keeps its slot, out of use";
 }
@@ -227,7 +227,7 @@ TEST(EvSet, ProbesReviveAfterEnoughRepliesInARowAndLossesBackOff) {
     s.init(c, 1, 8);
     const uint32_t e = s.active_entry(0, 0);
     ASSERT_EQ(s.on_timeout(e, 0), EvTimeout::kRetired);
-    EXPECT_EQ(s.entry(e).probe_at_ns, 1000u) << "first probe one interval later";
+    EXPECT_EQ(s.detail(e).probe_at_ns, 1000u) << "first probe one interval later";
     // Two replies, then a loss: the count starts again.
     for (uint64_t t : {1000u, 2000u}) {
         s.on_probe_sent(e, t);
@@ -235,11 +235,11 @@ TEST(EvSet, ProbesReviveAfterEnoughRepliesInARowAndLossesBackOff) {
     }
     s.on_probe_sent(e, 3000);
     s.on_probe_lost(e, 4000);
-    EXPECT_EQ(s.entry(e).probe_ok, 0);
-    EXPECT_EQ(s.entry(e).probe_at_ns, 4000u + 2000) << "a lost probe doubles the wait";
+    EXPECT_EQ(s.detail(e).probe_ok, 0);
+    EXPECT_EQ(s.detail(e).probe_at_ns, 4000u + 2000) << "a lost probe doubles the wait";
     s.on_probe_sent(e, 6000);
     s.on_probe_lost(e, 7000);
-    EXPECT_EQ(s.entry(e).probe_at_ns, 7000u + 4000);
+    EXPECT_EQ(s.detail(e).probe_at_ns, 7000u + 4000);
     uint64_t t = 11000;
     for (int k = 0; k < 2; ++k, t += 1000) {
         s.on_probe_sent(e, t);
@@ -248,8 +248,8 @@ TEST(EvSet, ProbesReviveAfterEnoughRepliesInARowAndLossesBackOff) {
     s.on_probe_sent(e, t);
     EXPECT_TRUE(s.on_probe_reply(e, t + 10)) << "the third reply in a row revives it";
     EXPECT_EQ(s.entry(e).state, EvState::kGood);
-    EXPECT_EQ(s.entry(e).revivals, 1u);
-    EXPECT_EQ(s.entry(e).min_bad_ns, t + 10);
+    EXPECT_EQ(s.detail(e).revivals, 1u);
+    EXPECT_EQ(s.detail(e).min_bad_ns, t + 10);
     EXPECT_TRUE(s.assumed_bad().empty());
     // A reply for an EV that is not ASSUMED_BAD changes nothing.
     EXPECT_FALSE(s.on_probe_reply(s.active_entry(0, 1), t));
@@ -283,7 +283,7 @@ TEST(EvSet, FlappingEvsNeedMoreRepliesEachTime) {
     const uint32_t e = s.active_entry(0, 0);
     uint64_t t = 0;
     auto revive = [&] {
-        for (int k = 0; k < s.entry(e).probe_need; ++k) {
+        for (int k = 0; k < s.detail(e).probe_need; ++k) {
             t += 1000;
             s.on_probe_sent(e, t);
             (void)s.on_probe_reply(e, t + 1);
@@ -294,14 +294,14 @@ TEST(EvSet, FlappingEvsNeedMoreRepliesEachTime) {
     for (int flap = 0; flap < 5; ++flap) {
         t += 1000;
         ASSERT_EQ(s.on_timeout(e, t), EvTimeout::kRetired);
-        needs.push_back(s.entry(e).probe_need);
+        needs.push_back(s.detail(e).probe_need);
         revive();
     }
     EXPECT_EQ(needs, (std::vector<int>{2, 4, 8, 16, 16})) << "doubling, capped";
     // Good for longer than the flap window: back to the base rule.
     t += 2'000'000;
     ASSERT_EQ(s.on_timeout(e, t), EvTimeout::kRetired);
-    EXPECT_EQ(s.entry(e).probe_need, 2);
+    EXPECT_EQ(s.detail(e).probe_need, 2);
 }
 
 TEST(EvSet, DeniedEvsAreNeverUsedAndMustProveThemselvesWhenAllowed) {
