@@ -95,12 +95,12 @@ void EvSet::init(const EvConfig &cfg, uint32_t planes, uint64_t seed, EvGauges *
             e_[i].ev = draw();
             e_[i].plane = static_cast<uint8_t>(p);
             e_[i].active = true;
-            active_[p * per_plane_ + j] = i;
+            active_[p * per_plane_ + j] = static_cast<uint16_t>(i);
         }
         for (uint32_t j = 0; j < spares_per_plane_; ++j, ++i) {
             e_[i].ev = draw();
             e_[i].plane = static_cast<uint8_t>(p);
-            spares_[p * spares_per_plane_ + j] = i;
+            spares_[p * spares_per_plane_ + j] = static_cast<uint16_t>(i);
         }
     }
     for (EvDetail &d : d_)
@@ -119,7 +119,7 @@ void EvSet::init(const EvConfig &cfg, uint32_t planes, uint64_t seed, EvGauges *
         reverse_cursor_[p] = reverse_last_[p] = reverse_probe_cursor_[p] = 0;
     }
     uint32_t cap = 4;
-    while (cap < 4 * total)
+    while (cap < 2 * total)
         cap <<= 1;
     index_.assign(cap, 0);
     index_shift_ = 32 - static_cast<uint32_t>(__builtin_ctz(cap));
@@ -127,7 +127,7 @@ void EvSet::init(const EvConfig &cfg, uint32_t planes, uint64_t seed, EvGauges *
         uint32_t h = (uint32_t{e_[k].ev} * 0x9e3779b1u) >> index_shift_;
         while (index_[h] != 0)
             h = (h + 1) & (cap - 1);
-        index_[h] = k + 1;
+        index_[h] = static_cast<uint16_t>(k + 1);
     }
     bad_.clear();
     bad_.reserve(total);
@@ -162,7 +162,7 @@ void EvSet::reshuffle() {
         for (uint32_t j = per_plane_; j > 1; --j)
             std::swap(perm[j - 1], perm[rng_.below(j)]);
         for (uint32_t j = 0; j < per_plane_; ++j)
-            order_[j * planes_ + p] = p * per_plane_ + perm[j];
+            order_[j * planes_ + p] = static_cast<uint16_t>(p * per_plane_ + perm[j]);
     }
     for (uint32_t r = 0; r < per_plane_; ++r)
         for (uint32_t k = planes_; k > 1; --k)
@@ -313,13 +313,13 @@ void EvSet::swap_in(uint32_t a, uint32_t s) {
     const uint8_t p = e_[a].plane;
     const uint32_t slot = slot_of(a);
     for (uint32_t j = 0; j < spares_per_plane_; ++j) {
-        uint32_t &sp = spares_[p * spares_per_plane_ + j];
+        uint16_t &sp = spares_[p * spares_per_plane_ + j];
         if (sp == s) {
-            sp = a;
+            sp = static_cast<uint16_t>(a);
             break;
         }
     }
-    active_[slot] = s;
+    active_[slot] = static_cast<uint16_t>(s);
     if (e_[a].state == EvState::kGood) --good_active_[p];
     if (e_[s].state == EvState::kGood) ++good_active_[p];
     e_[a].active = false;

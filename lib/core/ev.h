@@ -59,6 +59,7 @@
 namespace mrc {
 
 inline constexpr uint32_t kMaxEvs = 4096;  // active + spare EVs of one QP
+static_assert(kMaxEvs < 65536, "EvSet keeps entry and slot numbers in 16 bits");
 inline constexpr uint32_t kNoEv = UINT32_MAX;
 
 enum class EvState : uint8_t { kGood, kSkip, kAssumedBad, kDenied };
@@ -277,11 +278,13 @@ class EvSet {
 
     EvConfig cfg_;
     std::vector<EvEntry> e_;
-    std::vector<EvDetail> d_;       // by entry, as e_
-    std::vector<uint32_t> active_;  // slot (plane * per_plane + j) -> entry
-    std::vector<uint32_t> spares_;  // plane * spares_per_plane + j -> entry
-    std::vector<uint32_t> order_;   // the walk: slots, planes interleaved
-    std::vector<uint32_t> index_;   // open-addressed hash: EV -> entry + 1 (0: empty)
+    std::vector<EvDetail> d_;  // by entry, as e_
+    // Entry and slot numbers fit 16 bits (kMaxEvs): the tables a packet
+    // touches stay small.
+    std::vector<uint16_t> active_;  // slot (plane * per_plane + j) -> entry
+    std::vector<uint16_t> spares_;  // plane * spares_per_plane + j -> entry
+    std::vector<uint16_t> order_;   // the walk: slots, planes interleaved
+    std::vector<uint16_t> index_;   // open-addressed hash, load <= 1/2: EV -> entry + 1 (0: empty)
     std::vector<uint32_t> bad_;
     uint32_t index_shift_ = 0;
     uint32_t per_plane_ = 0;
