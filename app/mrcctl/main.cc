@@ -223,14 +223,35 @@ int main(int argc, char **argv) {
         return fail("unknown command '" + cmd + "' (status, ports, qps, evs, deny, allow)");
     }
     std::string err;
-    const std::string out = ask(socket, req, &err);
-    if (!err.empty()) return fail(err);
-    const json j = json::parse(out, nullptr, false);
-    if (j.is_discarded()) return fail("mrcd sent something that is not JSON", 1);
-    if (j.contains("error")) {
-        if (as_json) std::printf("%s\n", j.dump(2).c_str());
-        return fail(j["error"].get<std::string>(), 1);
+    json j;
+    // "qps" comes a page at a time (thousands of QPs do not fit one
+    // answer): ask on from where the last page ended, and join the pages.
+    for (uint64_t pages = 0;; ++pages) {
+        const std::string out = ask(socket, req, &err);
+        if (!err.empty()) return fail(err);
+        json page = json::parse(out, nullptr, false);
+        if (page.is_discarded()) return fail("mrcd sent something that is not JSON", 1);
+        if (page.contains("error")) {
+            if (as_json) std::printf("%s\n", page.dump(2).c_str());
+            return fail(page["error"].get<std::string>(), 1);
+        }
+        const bool more =
+            cmd == "qps" && page.contains("next") && page["next"].is_number_unsigned();
+        const uint64_t next = more ? page["next"].get<uint64_t>() : 0;
+        if (pages == 0) {
+            j = std::move(page);
+        } else {
+            if (!page.contains("qps") || !page["qps"].is_array())
+                return fail("mrcd sent a page of QPs without \"qps\"", 1);
+            for (auto &q : page["qps"])
+                j["qps"].push_back(std::move(q));
+        }
+        if (!more) break;
+        if ((req.contains("from") && next <= req["from"].get<uint64_t>()) || pages > (1u << 20))
+            return fail("mrcd's pages of QPs do not advance", 1);
+        req["from"] = next;
     }
+    j.erase("next");
     if (as_json) {
         std::printf("%s\n", j.dump(2).c_str());
         return 0;

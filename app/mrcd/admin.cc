@@ -4,6 +4,8 @@
 // are an interface: mrcctl and the tests read them.
 #include <unistd.h>
 
+#include <optional>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -53,7 +55,15 @@ std::string Daemon::admin(const std::string &text, const Client &c) {
     const std::string cmd = req["cmd"];
     if (cmd == "status") return admin_status();
     if (cmd == "ports") return admin_ports();
-    if (cmd == "qps" || cmd == "evs") return admin_qps(cmd == "qps");
+    if (cmd == "qps" || cmd == "evs") {
+        uint64_t from = 0;
+        if (req.contains("from")) {
+            if (!req["from"].is_number_unsigned())
+                return admin_error("\"from\" must be a QP position");
+            from = req["from"].get<uint64_t>();
+        }
+        return admin_qps(cmd == "qps", from);
+    }
     if (cmd == "deny" || cmd == "allow") return admin_deny(req, cmd, c);
     return admin_error("unknown command '" + cmd + "' (status, ports, qps, evs, deny, allow)");
 }
@@ -136,13 +146,26 @@ std::string Daemon::admin_ports() {
     return dump(out);
 }
 
-// "qps" (per_qp): every live QP of every worker; "evs": EV states summed
-// over them, and the EV denials in force.
-std::string Daemon::admin_qps(bool per_qp) {
+// "qps" (per_qp): the live QPs of every worker, a page at a time: from
+// position `from` (worker x max_qps_per_worker + slot) on, as many as fit
+// one answer, and "next" where the following page starts (none: the last
+// page). "evs": EV states summed over every QP, and the EV denials in force.
+std::string Daemon::admin_qps(bool per_qp, uint64_t from) {
+    // What one page may hold: an answer must fit one IPC message.
+    constexpr size_t kPageBytes = ipc::kMaxMessageBytes / 2;
     json qs = json::array();
+    size_t page_bytes = 0;
     uint64_t ev_totals[kEvStates] = {};
-    for (uint32_t w = 0; w < dp_->workers(); ++w) {
-        for (uint32_t i = 1; i <= dp_->config().max_qps_per_worker; ++i) {
+    const uint64_t per_worker = dp_->config().max_qps_per_worker;
+    std::optional<uint64_t> next;
+    for (uint32_t w = 0; w < dp_->workers() && !next; ++w) {
+        for (uint32_t i = 1; i <= per_worker; ++i) {
+            const uint64_t pos = w * per_worker + (i - 1);
+            if (per_qp && pos < from) continue;
+            if (per_qp && page_bytes >= kPageBytes) {
+                next = pos;
+                break;
+            }
             dp::QpSnapshot s;
             if (!dp_->worker(w).qp_snapshot(i, &s) || !s.live) continue;
             for (uint32_t k = 0; k < kEvStates; ++k)
@@ -175,12 +198,14 @@ std::string Daemon::admin_qps(bool per_qp) {
                     j["peer_qpn"] = r.peer_qpn;
                 }
             }
+            page_bytes += dump(j).size() + 1;
             qs.push_back(j);
         }
     }
     json out;
     if (per_qp) {
         out["qps"] = qs;
+        if (next) out["next"] = *next;
     } else {
         out["ev_states"] = ev_state_counts(ev_totals);
         json d = json::array();

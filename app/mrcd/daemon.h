@@ -164,7 +164,7 @@ class Daemon {
     std::string admin(const std::string &request, const Client &c);
     std::string admin_status();
     std::string admin_ports();
-    std::string admin_qps(bool per_qp);
+    std::string admin_qps(bool per_qp, uint64_t from);
     std::string admin_deny(const nlohmann::json &req, const std::string &cmd, const Client &c);
     std::string admin_error(const std::string &message);
 

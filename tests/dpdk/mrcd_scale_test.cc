@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -144,6 +145,21 @@ TEST(MrcdScale, TwoThousandQpsOnTwoWorkersMoveVerifiedDataAndTearDownCleanly) {
         EXPECT_EQ(st["daemon"]["workers"], 2) << st["daemon"];
         EXPECT_EQ(st["daemon"]["qps"], kQps) << st["daemon"];
         EXPECT_EQ(st["daemon"]["worker_qps"], json::array({kQps / 2, kQps / 2})) << st["daemon"];
+        // mrcctl qps lists them all (the daemon answers in pages), each once.
+        const json qs = ctl(d, w, {"qps"});
+        ASSERT_TRUE(qs.is_object() && qs.contains("qps")) << qs.dump().substr(0, 500);
+        EXPECT_FALSE(qs.contains("next"));
+        std::set<uint64_t> qpns;
+        uint32_t per_worker[2] = {};
+        for (const json &q : qs["qps"]) {
+            qpns.insert(q["qpn"].get<uint64_t>());
+            if (q["worker"].get<uint32_t>() < 2) ++per_worker[q["worker"].get<uint32_t>()];
+            EXPECT_EQ(q["state"], "RTS") << q;
+        }
+        EXPECT_EQ(qs["qps"].size(), kQps);
+        EXPECT_EQ(qpns.size(), kQps) << "a QP listed twice";
+        EXPECT_EQ(per_worker[0], kQps / 2);
+        EXPECT_EQ(per_worker[1], kQps / 2);
     }
 
     phase("status checked");

@@ -397,14 +397,30 @@ TEST(Mrcd, MalformedRequestsGetErrorsAndTheDaemonStaysUp) {
         ::close(plain);
         ::close(sealed);
         // The admin channel: nonsense in, an error out.
-        const std::string bad = "{not json";
-        std::vector<uint8_t> m(sizeof(ipc::ReqHdr) + bad.size()), body;
-        ipc::ReqHdr hh{ipc::kMagic, ipc::kVersion, uint16_t(ipc::Op::kAdmin), 99,
-                       uint32_t(bad.size())};
-        std::memcpy(m.data(), &hh, sizeof hh);
-        std::memcpy(m.data() + sizeof hh, bad.data(), bad.size());
-        EXPECT_EQ(r.send_raw(m.data(), m.size(), -1, &body).status, MRC_OK);
-        EXPECT_NE(std::string(body.begin(), body.end()).find("error"), std::string::npos);
+        // (And a page of QPs from a position that is not one.)
+        for (const std::string bad :
+             {"{not json", R"({"cmd": "qps", "from": -1})", R"({"cmd": "qps", "from": "x"})"}) {
+            std::vector<uint8_t> m(sizeof(ipc::ReqHdr) + bad.size()), body;
+            ipc::ReqHdr hh{ipc::kMagic, ipc::kVersion, uint16_t(ipc::Op::kAdmin), 99,
+                           uint32_t(bad.size())};
+            std::memcpy(m.data(), &hh, sizeof hh);
+            std::memcpy(m.data() + sizeof hh, bad.data(), bad.size());
+            EXPECT_EQ(r.send_raw(m.data(), m.size(), -1, &body).status, MRC_OK);
+            EXPECT_NE(std::string(body.begin(), body.end()).find("error"), std::string::npos)
+                << bad;
+        }
+        {  // A page that starts past every QP is empty, and the last.
+            const std::string q = R"({"cmd": "qps", "from": 18446744073709551615})";
+            std::vector<uint8_t> m(sizeof(ipc::ReqHdr) + q.size()), body;
+            ipc::ReqHdr hh{ipc::kMagic, ipc::kVersion, uint16_t(ipc::Op::kAdmin), 98,
+                           uint32_t(q.size())};
+            std::memcpy(m.data(), &hh, sizeof hh);
+            std::memcpy(m.data() + sizeof hh, q.data(), q.size());
+            EXPECT_EQ(r.send_raw(m.data(), m.size(), -1, &body).status, MRC_OK);
+            const json page = json::parse(std::string(body.begin(), body.end()), nullptr, false);
+            EXPECT_TRUE(page.contains("qps") && page["qps"].empty() && !page.contains("next"))
+                << std::string(body.begin(), body.end());
+        }
     }
     // A name that is not text (it goes into mrcctl's JSON).
     Raw named(s);
