@@ -146,8 +146,18 @@ TEST(MrcdScale, TwoThousandQpsOnTwoWorkersMoveVerifiedDataAndTearDownCleanly) {
         EXPECT_EQ(st["daemon"]["qps"], kQps) << st["daemon"];
         EXPECT_EQ(st["daemon"]["worker_qps"], json::array({kQps / 2, kQps / 2})) << st["daemon"];
         // mrcctl qps lists them all (the daemon answers in pages), each once.
-        const json qs = ctl(d, w, {"qps"});
-        ASSERT_TRUE(qs.is_object() && qs.contains("qps")) << qs.dump().substr(0, 500);
+        // A worker refreshes its QPs' snapshots a slice at a time, so a QP
+        // that has just connected may still read RESET for a few periods.
+        json qs;
+        for (auto until = std::chrono::steady_clock::now() + 10s;;) {
+            qs = ctl(d, w, {"qps"});
+            ASSERT_TRUE(qs.is_object() && qs.contains("qps")) << qs.dump().substr(0, 500);
+            bool all_rts = true;
+            for (const json &q : qs["qps"])
+                all_rts = all_rts && q["state"] == "RTS";
+            if (all_rts || std::chrono::steady_clock::now() > until) break;
+            std::this_thread::sleep_for(50ms);
+        }
         EXPECT_FALSE(qs.contains("next"));
         std::set<uint64_t> qpns;
         uint32_t per_worker[2] = {};
