@@ -214,6 +214,7 @@ class Worker {
     uint64_t next_tick_ns_ = 0;
     uint64_t next_control_ns_ = 0;
     uint64_t next_qp_snap_ns_ = 0;
+    uint8_t rx_first_ = 0;         // the port RX polls first (turns each loop)
     uint32_t qp_snap_cursor_ = 1;  // next QP slot publish_qps refreshes
     QpSummary qp_total_;           // the sum over the published snapshots
     uint32_t empty_polls_ = 0;

@@ -95,7 +95,13 @@ int Worker::run() {
         if (now - prev > kStallNs) catching_up_ = true;
         uint32_t work = 0;
         bool backlog = false;
-        for (uint8_t p = 0; p < planes; ++p) {
+        // The port polled first turns with every loop: the ones polled
+        // last would otherwise always wait behind the others' bursts, and
+        // that extra delay reads as congestion on their paths (planes 0..3
+        // carried about 35/26/21/19% of the data with a fixed order).
+        rx_first_ = uint8_t(rx_first_ + 1 < planes ? rx_first_ + 1 : 0);
+        for (uint8_t k = 0, p = rx_first_; k < planes;
+             ++k, p = uint8_t(p + 1 < planes ? p + 1 : 0)) {
             if (!(port_enabled_ & (1u << p))) continue;
             rte_mbuf *pkts[64];
             const uint16_t n =
