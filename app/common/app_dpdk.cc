@@ -25,6 +25,7 @@ int dpdk_main(const char *program, int argc, char **argv, const DpdkMainOptions 
         std::fprintf(stderr, "%s: warning: pdump not available (dpdk-dumpcap cannot attach)\n",
                      program);
     install_stop_signals();
+    install_crash_report(program);
     int rc;
     try {
         rc = body(args);

@@ -2,8 +2,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <execinfo.h>
+#include <pthread.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 
@@ -17,7 +22,64 @@ void on_stop_signal(int) {
     g_stop.store(true);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kUnderAsan = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kUnderAsan = true;
+#else
+constexpr bool kUnderAsan = false;
+#endif
+#else
+constexpr bool kUnderAsan = false;
+#endif
+
+const char *g_program = "mrc";
+
+// Async-signal-safe pieces only: write(2), backtrace_symbols_fd (its first
+// use, which may allocate, happens at install time), no stdio.
+void put(const char *s) {
+    (void)!::write(STDERR_FILENO, s, std::strlen(s));
+}
+
+void on_crash(int sig) {
+    char num[12];
+    int n = 0;
+    for (unsigned v = unsigned(sig); n == 0 || v; v /= 10)
+        num[n++] = char('0' + v % 10);
+    char rev[12];
+    for (int i = 0; i < n; ++i)
+        rev[i] = num[n - 1 - i];
+    rev[n] = 0;
+    char thread[16] = "?";
+    (void)pthread_getname_np(pthread_self(), thread, sizeof thread);
+    put(g_program);
+    put(": fatal signal ");
+    put(rev);
+    put(" in thread ");
+    put(thread);
+    put(", backtrace:\n");
+    void *frames[64];
+    backtrace_symbols_fd(frames, backtrace(frames, 64), STDERR_FILENO);
+    // SA_RESETHAND restored the default action: the signal raised again
+    // ends the process as it would have without this report.
+    ::raise(sig);
+}
+
 }  // namespace
+
+void install_crash_report(const char *program) {
+    if (kUnderAsan) return;
+    g_program = program;
+    void *warm[1];
+    (void)backtrace(warm, 1);  // loads the unwinder now, not in the handler
+    struct sigaction sa {};
+    sa.sa_handler = on_crash;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE})
+        sigaction(sig, &sa, nullptr);
+}
 
 void die(const std::string &message, int exit_code) {
     throw Fatal{message, exit_code};
@@ -34,6 +96,7 @@ std::optional<int> parse_cli(CLI::App &cli, Args &args) {
 
 int tool_main(const char *program, int argc, char **argv, const std::function<int(Args &)> &body) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    install_crash_report(program);
     Args args(argv, argv + argc);
     try {
         return body(args);

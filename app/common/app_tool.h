@@ -50,6 +50,11 @@ int tool_main(const char *program, int argc, char **argv, const std::function<in
 // SIGPIPE is ignored (a peer that went away is an error return, not a
 // death). Idempotent.
 void install_stop_signals();
+// SIGSEGV, SIGBUS, SIGILL and SIGFPE print "<program>: fatal signal N in
+// thread T" and a backtrace (module+offset, for addr2line) to stderr, then
+// die of the signal as before (same exit status, a core if enabled). Not
+// installed under AddressSanitizer, which reports these itself. Idempotent.
+void install_crash_report(const char *program);
 const std::atomic<bool> &stop_flag();
 inline bool stop_requested() {
     return stop_flag().load(std::memory_order_relaxed);

@@ -171,7 +171,8 @@ TEST(Gen, PlaneCutMidRunCompletesOnTheOthers) {
         EXPECT_EQ(r.client["ports"][pl]["link"], "up");
         EXPECT_GT(r.client["ports"][pl]["tx_data_pkts"].get<uint64_t>(),
                   2 * r.client["ports"][1]["tx_data_pkts"].get<uint64_t>())
-            << "plane " << pl << " should carry the load after the cut";
+            << "plane " << pl << " should carry the load after the cut\n"
+            << r.client_log;
     }
     EXPECT_NE(r.client_log.find("cutting plane 1"), std::string::npos);
     sh("rm -rf " + p.dir);
@@ -209,6 +210,28 @@ TEST(Gen, ServerThatVanishesFailsTheClientWithAMessage) {
     ASSERT_TRUE(rc.has_value()) << "client hung after the server died:\n" << client->log();
     EXPECT_EQ(*rc, 1) << client->log();
     EXPECT_NE(client->log().find("server went away"), std::string::npos) << client->log();
+    sh("rm -rf " + p.dir + " /var/run/dpdk/mrc-gen-test-" + std::to_string(getpid()) + "-*");
+}
+
+TEST(Gen, AFatalSignalPrintsABacktraceAndEndsTheProcessByIt) {
+    const Pair p = make_pair(1);
+    auto server = Subprocess::start(gen_cmd(p, true, {}), p.dir + "/server.log");
+    ASSERT_TRUE(server.has_value());
+    for (int i = 0; i < 100 && server->log().find("waiting for a client") == std::string::npos; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_NE(server->log().find("waiting for a client"), std::string::npos) << server->log();
+    ::kill(server->pid(), SIGSEGV);
+    const auto rc = server->wait_for(std::chrono::seconds(10));
+    ASSERT_TRUE(rc.has_value()) << server->log();
+    const std::string log = server->log();
+    if (log.find("AddressSanitizer") != std::string::npos) {
+        // The sanitizer build reports the signal itself (and aborts).
+        EXPECT_NE(log.find("SEGV"), std::string::npos) << log;
+    } else {
+        EXPECT_EQ(*rc, 128 + SIGSEGV) << log;
+        EXPECT_NE(log.find("mrc-gen: fatal signal 11 in thread "), std::string::npos) << log;
+        EXPECT_NE(log.find("mrc-gen("), std::string::npos) << "no frame of the program:\n" << log;
+    }
     sh("rm -rf " + p.dir + " /var/run/dpdk/mrc-gen-test-" + std::to_string(getpid()) + "-*");
 }
 
