@@ -44,18 +44,15 @@ void put(const char *s) {
 
 void on_crash(int sig) {
     char num[12];
-    int n = 0;
-    for (unsigned v = unsigned(sig); n == 0 || v; v /= 10)
-        num[n++] = char('0' + v % 10);
-    char rev[12];
-    for (int i = 0; i < n; ++i)
-        rev[i] = num[n - 1 - i];
-    rev[n] = 0;
+    char *d = num + sizeof num;
+    *--d = 0;
+    for (unsigned v = unsigned(sig); d == num + sizeof num - 1 || v; v /= 10)
+        *--d = char('0' + v % 10);
     char thread[16] = "?";
     (void)pthread_getname_np(pthread_self(), thread, sizeof thread);
     put(g_program);
     put(": fatal signal ");
-    put(rev);
+    put(d);
     put(" in thread ");
     put(thread);
     put(", backtrace:\n");
