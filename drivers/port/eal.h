@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,16 @@ void eal_abandon();
 // abandons EAL (above) and exits with `status`. Call it once the ports the
 // program opened are closed.
 [[noreturn]] void fatal_exit(const char *program, const std::string &message, int status = 2);
+
+// Runs `fn` on EAL's interrupt thread and returns once it has run. PMDs run
+// their control callbacks there (memif's control channel, link-state
+// events), so work done through this is never concurrent with them: a port
+// is stopped and closed this way. (DPDK 22.11's memif marks the link down
+// first and then unmaps the regions in the callback; a close on another
+// thread in that window frees them twice.) Runs `fn` inline when called on
+// the interrupt thread itself, before EAL is up, or when the thread cannot
+// take the work (then it says so on stderr).
+void run_on_interrupt_thread(const std::function<void()> &fn);
 
 // Bytes the EAL heap can still hand out, over all NUMA sockets.
 size_t eal_heap_free_bytes();

@@ -377,14 +377,21 @@ Result<std::unique_ptr<Port>> Port::open(const PortOptions &opts, rte_mempool *p
 
 Port::~Port() {
     if (id_ >= RTE_MAX_ETHPORTS) return;
-    if (lsc_registered_)
-        rte_eth_dev_callback_unregister(id_, RTE_ETH_EVENT_INTR_LSC, &Port::on_lsc_event, this);
     if (!memif_client_ && !memif_ready_file_.empty()) std::remove(memif_ready_file_.c_str());
-    if (started_) rte_eth_dev_stop(id_);
-    rte_eth_dev_info info{};
-    const bool have_info = rte_eth_dev_info_get(id_, &info) == 0;
-    rte_eth_dev_close(id_);
-    if (hotplugged_ && have_info && info.device) rte_dev_remove(info.device);
+    // Stopped and closed on EAL's interrupt thread, never beside a control
+    // callback of the PMD (see run_on_interrupt_thread). The hot-plugged
+    // device is removed here: removal may talk to other processes, which is
+    // not allowed from that thread.
+    rte_device *device = nullptr;
+    run_on_interrupt_thread([&] {
+        if (lsc_registered_)
+            rte_eth_dev_callback_unregister(id_, RTE_ETH_EVENT_INTR_LSC, &Port::on_lsc_event, this);
+        if (started_) rte_eth_dev_stop(id_);
+        rte_eth_dev_info info{};
+        if (rte_eth_dev_info_get(id_, &info) == 0) device = info.device;
+        rte_eth_dev_close(id_);
+    });
+    if (hotplugged_ && device) rte_dev_remove(device);
 }
 
 std::string describe(const XdpInfo &x, uint16_t udp_port) {
@@ -445,8 +452,11 @@ LinkState Port::wait_link_up(uint32_t timeout_ms) {
                 may_connect = now - *socket_seen >= milliseconds(1000);
             }
             if (may_connect && now - last_attempt >= milliseconds(started_ ? 1000 : 250)) {
-                if (started_) rte_eth_dev_stop(id_);
-                started_ = rte_eth_dev_start(id_) == 0;
+                // Beside a handshake callback that may still be running.
+                run_on_interrupt_thread([&] {
+                    if (started_) rte_eth_dev_stop(id_);
+                    started_ = rte_eth_dev_start(id_) == 0;
+                });
                 last_attempt = now;
             }
         }
@@ -457,7 +467,7 @@ LinkState Port::wait_link_up(uint32_t timeout_ms) {
 
 void Port::stop() {
     if (!started_) return;
-    rte_eth_dev_stop(id_);
+    run_on_interrupt_thread([&] { rte_eth_dev_stop(id_); });
     started_ = false;
 }
 

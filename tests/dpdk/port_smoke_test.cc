@@ -10,13 +10,17 @@
 // Also: bad devargs, impossible MTU and an impossible pool give clear errors.
 #include <gtest/gtest.h>
 #include <rte_eth_ring.h>
+#include <rte_interrupts.h>
 #include <rte_ring.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "port/eal.h"
@@ -304,6 +308,82 @@ TEST_F(KernelPorts, TapPairThroughBridge) {
     expect_clean(r->b_to_a, o.frames, "t1->t0");
     p0.reset();
     p1.reset();
+}
+
+// ---- work on EAL's interrupt thread --------------------------------------------
+
+// A control callback of a PMD, as memif's is: registered on an eventfd,
+// it takes a while once rung.
+struct SlowCallback {
+    int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    rte_intr_handle *h = rte_intr_instance_alloc(RTE_INTR_INSTANCE_F_PRIVATE);
+    std::atomic<bool> started{false}, finished{false};
+
+    static void on_event(void *arg) {
+        auto *s = static_cast<SlowCallback *>(arg);
+        uint64_t v;
+        if (read(s->efd, &v, sizeof v) < 0) return;
+        s->started = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        s->finished = true;
+    }
+    bool registered() {
+        return efd >= 0 && h && rte_intr_fd_set(h, efd) == 0 &&
+               rte_intr_type_set(h, RTE_INTR_HANDLE_EXT) == 0 &&
+               rte_intr_callback_register(h, &on_event, this) == 0;
+    }
+    void ring() {
+        const uint64_t one = 1;
+        EXPECT_EQ(write(efd, &one, sizeof one), 8);
+    }
+    ~SlowCallback() {
+        while (rte_intr_callback_unregister(h, &on_event, this) == -EAGAIN)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        rte_intr_instance_free(h);
+        close(efd);
+    }
+};
+
+TEST(InterruptThread, WorkRunsThereAfterTheCallbackItIsRunning) {
+    SlowCallback cb;
+    ASSERT_TRUE(cb.registered());
+    cb.ring();
+    for (int i = 0; i < 2000 && !cb.started; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(cb.started.load());
+    bool on_intr = false, callback_done = false;
+    run_on_interrupt_thread([&] {
+        on_intr = rte_thread_is_intr() != 0;
+        callback_done = cb.finished.load();
+    });
+    EXPECT_TRUE(on_intr);
+    // Inline (on this thread) it would have run while the callback slept.
+    EXPECT_TRUE(callback_done);
+}
+
+TEST(InterruptThread, NestedWorkRunsInlineAndErrorsComeBack) {
+    int depth = 0;
+    run_on_interrupt_thread([&] {
+        ++depth;
+        run_on_interrupt_thread([&] { ++depth; });  // from that thread: inline, no deadlock
+    });
+    EXPECT_EQ(depth, 2);
+    EXPECT_THROW(run_on_interrupt_thread([] { throw std::runtime_error("x"); }),
+                 std::runtime_error);
+    // Several threads at once: each call returns after its own work ran.
+    std::atomic<int> ran{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; ++t)
+        ts.emplace_back([&] {
+            for (int i = 0; i < 50; ++i) {
+                const int before = ran.load();
+                run_on_interrupt_thread([&] { ran.fetch_add(1); });
+                EXPECT_GT(ran.load(), before);
+            }
+        });
+    for (auto &t : ts)
+        t.join();
+    EXPECT_EQ(ran.load(), 200);
 }
 
 }  // namespace
