@@ -7,6 +7,10 @@
 #      by the receiver (--verify);
 #   3. mrc-gen pingpong of 64-byte messages: p50 / p99 / p99.9 latency.
 # Both ends busy-poll one worker lcore each, crossed over the two CPUs.
+# Cost per packet next to the rates: testpmd's own count of busy cycles per
+# packet (--record-core-cycles) on each side, and mrc-gen's (its workers'
+# cycles_* counters: busy cycles over every frame received and sent, and
+# their split by stage), for the sender (client) and the receiver (server).
 # Every run, testpmd's included, is repeated (default 3 rounds); each
 # mrc-gen run is compared with the testpmd run of its round, and the table
 # gives medians over the rounds (this machine's neighbours are noisy).
@@ -49,7 +53,7 @@ run_testpmd() {
   echo "== [$r] testpmd txonly -> rxonly, one memif pair, 1514-byte frames, ${secs} s"
   dpdk-testpmd "${eal[@]}" --file-prefix mrc-bench-tps --lcores 0@1,1@0 $(vdevs server 1 "tp$r") -- \
     --forward-mode=rxonly --nb-cores 1 --total-num-mbufs 16384 --stats-period 1 \
-    >"$work/tp-$r-rx.log" 2>&1 &
+    --record-core-cycles >"$work/tp-$r-rx.log" 2>&1 &
   local rxp=$!; pids+=("$rxp")
   # The memif client fails for good if the server is not listening yet.
   for _ in $(seq 100); do
@@ -58,7 +62,7 @@ run_testpmd() {
   done
   dpdk-testpmd "${eal[@]}" --file-prefix mrc-bench-tpc --lcores 0@0,1@1 $(vdevs client 1 "tp$r") -- \
     --forward-mode=txonly --txpkts=1514 --nb-cores 1 --total-num-mbufs 16384 --stats-period 1 \
-    >"$work/tp-$r-tx.log" 2>&1 &
+    --record-core-cycles >"$work/tp-$r-tx.log" 2>&1 &
   local txp=$!; pids+=("$txp")
   sleep "$((secs + 4))"
   stop "$txp"; stop "$rxp"
@@ -72,6 +76,33 @@ run_testpmd() {
     exit 1
   fi
   echo "$pps" >"$work/tp-$r.pps"
+  # At exit testpmd prints "CPU cycles/packet=<x> (...)" for its core, from
+  # its port counters; memif clears those when its peer goes, so only the
+  # end stopped first prints it: here the sender (txonly).
+  grep -ao 'CPU cycles/packet=[0-9.]*' "$work/tp-$r-tx.log" | tail -1 | cut -d= -f2 \
+    >"$work/tp-$r-tx.cpp" || true
+  # The receiver's figure from a second, shorter run, in which the sender
+  # is frozen (SIGSTOP: its memif stays connected) while the receiver stops.
+  dpdk-testpmd "${eal[@]}" --file-prefix mrc-bench-tps --lcores 0@1,1@0 $(vdevs server 1 "tq$r") -- \
+    --forward-mode=rxonly --nb-cores 1 --total-num-mbufs 16384 --stats-period 1 \
+    --record-core-cycles >"$work/tq-$r-rx.log" 2>&1 &
+  rxp=$!; pids+=("$rxp")
+  for _ in $(seq 100); do
+    grep -q "@$work/tq$r-0.sock" /proc/net/unix 2>/dev/null && break
+    sleep 0.1
+  done
+  dpdk-testpmd "${eal[@]}" --file-prefix mrc-bench-tpc --lcores 0@0,1@1 $(vdevs client 1 "tq$r") -- \
+    --forward-mode=txonly --txpkts=1514 --nb-cores 1 --total-num-mbufs 16384 --stats-period 1 \
+    >"$work/tq-$r-tx.log" 2>&1 &
+  txp=$!; pids+=("$txp")
+  sleep 4
+  kill -STOP "$txp"
+  stop "$rxp"
+  kill -CONT "$txp"
+  stop "$txp"
+  grep -ao 'CPU cycles/packet=[0-9.]*' "$work/tq-$r-rx.log" | tail -1 | cut -d= -f2 \
+    >"$work/tp-$r-rx.cpp" || true
+  echo "   testpmd cycles/packet: txonly $(cat "$work/tp-$r-tx.cpp"), rxonly $(cat "$work/tp-$r-rx.cpp")"
 }
 
 port=$((21000 + $$ % 9000))
@@ -115,6 +146,14 @@ work, secs, out, reps = sys.argv[1], float(sys.argv[2]), sys.argv[3], int(sys.ar
 # the testpmd run of its own round, and the table gives medians over rounds.
 tp_round = {r: float(open(os.path.join(work, f"tp-{r}.pps")).read()) for r in range(reps)}
 tp_pps = statistics.median(tp_round.values())
+def tp_cycles(side):
+    vals = []
+    for r in range(reps):
+        try:
+            vals.append(float(open(os.path.join(work, f"tp-{r}-{side}.cpp")).read()))
+        except (OSError, ValueError):
+            pass
+    return statistics.median(vals) if vals else None
 def load(tag, r):
     try:
         c = json.load(open(os.path.join(work, f"{tag}-{r}-c.json")))
@@ -136,13 +175,25 @@ res = {"seconds_per_run": secs, "repeats": reps, "frame_bytes": frame,
 cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
                      capture_output=True, text=True).stdout.strip()
 res["machine"] = {"cpu": cpu, "cpus": os.cpu_count(), "kernel": platform.release()}
-print(f"{'run':34} {'Gb/s':>7} {'rx Mpps':>8} {'x testpmd rx':>12} {'retx':>7} {'rounds ok':>9}")
-print(f"{'testpmd txonly->rxonly':34} {res['testpmd_gbps']:7.2f} {tp_pps/1e6:8.3f} {1.0:12.2f}")
+res["testpmd_cycles_per_packet"] = {"rxonly": tp_cycles("rx"), "txonly": tp_cycles("tx")}
+stages = ("rx_io", "rx", "timers", "app", "tx", "tx_io", "control")
+def cycles(js, side):  # medians over rounds of one end's cycles per packet
+    cs = [(j if side == "c" else j["server"]).get("cycles_per_packet") for j in js]
+    cs = [c for c in cs if c]
+    if not cs:
+        return None
+    return {k: med([c[k] for c in cs]) for k in ("busy",) + stages}
+med = statistics.median
+fmt_c = lambda x: f"{x:6.0f}" if x is not None else f"{'-':>6}"
+print(f"{'run':34} {'Gb/s':>7} {'rx Mpps':>8} {'x testpmd rx':>12} {'retx':>7} {'rounds ok':>9}"
+      f" {'cyc/pkt tx':>10} {'cyc/pkt rx':>10}")
+tpc = res["testpmd_cycles_per_packet"]
+print(f"{'testpmd txonly->rxonly':34} {res['testpmd_gbps']:7.2f} {tp_pps/1e6:8.3f} {1.0:12.2f}"
+      f" {'':7} {'':9} {fmt_c(tpc['txonly']):>10} {fmt_c(tpc['rxonly']):>10}")
 names = {"w1": "mrc-gen 1 plane", "w2": "mrc-gen 2 planes", "w4": "mrc-gen 4 planes",
          "n1": "mrc-gen 1 plane, no UDP cksum", "n2": "mrc-gen 2 planes, no UDP cksum",
          "n4": "mrc-gen 4 planes, no UDP cksum", "zc1": "mrc-gen 1 plane, zero-copy",
          "z1": "mrc-gen 1 plane, zero-copy, no cksum"}
-med = statistics.median
 for tag, name in names.items():
     rounds = {r: load(tag, r) for r in range(reps)}
     good = {r: j for r, j in rounds.items() if j and j["ok"]}
@@ -157,10 +208,22 @@ for tag, name in names.items():
          "ratio_rx_pps_vs_testpmd": med(ratios),
          "ratio_rx_pps_vs_testpmd_per_round": ratios,
          "retransmissions": int(med([j["retransmissions"] for j in good.values()])),
-         "rounds_ok": len(good), "failed_rounds": failed}
+         "rounds_ok": len(good), "failed_rounds": failed,
+         "sender_cycles_per_packet": cycles(good.values(), "c"),
+         "receiver_cycles_per_packet": cycles(good.values(), "s")}
     res["runs"][tag] = r
+    busy = lambda c: c["busy"] if c else None
     print(f"{name:34} {r['goodput_gbps']:7.2f} {r['rx_mpps']:8.3f} {r['ratio_rx_pps_vs_testpmd']:12.2f} "
-          f"{r['retransmissions']:7d} {len(good):>5}/{reps}")
+          f"{r['retransmissions']:7d} {len(good):>5}/{reps}"
+          f" {fmt_c(busy(r['sender_cycles_per_packet'])):>10}"
+          f" {fmt_c(busy(r['receiver_cycles_per_packet'])):>10}")
+for tag in ("w1", "n1", "z1"):
+    run = res["runs"].get(tag, {})
+    for who in ("sender", "receiver"):
+        c = run.get(f"{who}_cycles_per_packet")
+        if c:
+            print(f"  {names[tag]}, {who}: {c['busy']:.0f} cycles/packet = "
+                  + " + ".join(f"{k} {c[k]:.0f}" for k in stages))
 pps = sorted((j for r in range(reps) if (j := load("pp", r)) and "latency_us" in j),
              key=lambda j: j["latency_us"]["p99"])
 pp = pps[len(pps) // 2] if pps else None

@@ -1,5 +1,7 @@
 #include "plane_json.h"
 
+#include <rte_cycles.h>
+
 namespace mrc::app {
 
 nlohmann::json plane_json(dp::Dataplane &dp, const dp::WorkerSnapshot &s, uint8_t p) {
@@ -25,6 +27,20 @@ nlohmann::json plane_json(dp::Dataplane &dp, const dp::WorkerSnapshot &s, uint8_
                     {"no_socket", x->no_socket}, {"other_address", x->other_address},
                     {"to_kernel", x->to_kernel}};
     return j;
+}
+
+nlohmann::json cycles_json(const dp::WorkerCounters &c) {
+    const dp::CyclesPerPacket r = dp::cycles_per_packet(c);
+    return {{"busy", r.busy},
+            {"rx_io", r.rx_io},
+            {"rx", r.rx},
+            {"timers", r.timers},
+            {"app", r.app},
+            {"tx", r.tx},
+            {"tx_io", r.tx_io},
+            {"control", r.control},
+            {"busy_share", r.busy_share},
+            {"tsc_hz", rte_get_tsc_hz()}};
 }
 
 }  // namespace mrc::app

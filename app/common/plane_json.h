@@ -13,4 +13,8 @@ namespace mrc::app {
 
 nlohmann::json plane_json(dp::Dataplane &dp, const dp::WorkerSnapshot &totals, uint8_t plane);
 
+// Cycles per packet from worker counters (dp::cycles_per_packet), with the
+// TSC rate they count in: mrc-gen's summary and `mrcctl status` share it.
+nlohmann::json cycles_json(const dp::WorkerCounters &c);
+
 }  // namespace mrc::app

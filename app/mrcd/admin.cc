@@ -100,6 +100,7 @@ std::string Daemon::admin_status() {
     for (size_t i = 0; i < dp::WorkerCounters::kCount; ++i)
         worker[dp::kWorkerCounterInfo[i].name] = wv[i];
     out["worker"] = worker;
+    out["cycles_per_packet"] = app::cycles_json(s.worker);
     out["traffic"] = {{"tx_packets", s.worker.tx_packets}, {"rx_packets", s.worker.rx_packets},
                       {"tx_bytes", s.worker.tx_bytes},     {"rx_bytes", s.worker.rx_bytes},
                       {"qps_in_error", q.qps_error},       {"retransmissions", q.sum.tx_retx_pkts}};

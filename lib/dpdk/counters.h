@@ -36,7 +36,18 @@ namespace mrc::dp {
     X(link_changes, "link state changes applied from the control thread")                      \
     X(rx_cm, "connection-management frames received (QPN 0) and given to the application")     \
     X(rx_cm_unclaimed, "connection-management frames dropped: no application takes them")      \
-    X(tx_cm, "connection-management frames queued by the application")
+    X(tx_cm, "connection-management frames queued by the application")                         \
+    X(busy_loops, "loop iterations that did work (frames, timers, the application)")           \
+    X(cycles_busy, "TSC cycles of the loop iterations that did work")                          \
+    X(cycles_idle, "TSC cycles of the loop iterations that found nothing to do")               \
+    X(cycles_asleep, "TSC cycles spent asleep or yielded after empty polls (idle modes)")      \
+    X(cycles_rx_io, "TSC cycles in the ports' RX bursts (the PMD)")                            \
+    X(cycles_rx, "TSC cycles handling received frames: parse, checksum, core, placement")      \
+    X(cycles_timers, "TSC cycles in the core's timers")                                        \
+    X(cycles_app, "TSC cycles in the application's share of the loop")                         \
+    X(cycles_tx, "TSC cycles building frames to send: core, headers, payload, checksum")       \
+    X(cycles_tx_io, "TSC cycles in the ports' TX bursts (the PMD)")                            \
+    X(cycles_control, "TSC cycles applying control inputs and publishing snapshots")
 
 #define MRC_DP_COUNTER_FIELD(name, doc) uint64_t name = 0;
 #define MRC_DP_COUNTER_COUNT(name, doc) +1
@@ -65,6 +76,41 @@ inline constexpr WorkerCounterInfo kWorkerCounterInfo[] = {
 
 inline const uint64_t *counter_array(const WorkerCounters &c) {
     return &c.loops;
+}
+
+// Where a worker's cycles went, per packet, from its counters (or the
+// difference of two readings), as VPP's "show runtime" gives clocks per
+// vector element. Stages of the receive path are per received frame, those
+// of the send path per sent frame; `busy` is all busy cycles over all frames.
+struct CyclesPerPacket {
+    double busy = 0;        // cycles_busy / (rx_packets + tx_packets)
+    double rx_io = 0;       // per received frame
+    double rx = 0;          // per received frame
+    double timers = 0;      // per frame, either way
+    double app = 0;         // per frame, either way
+    double tx = 0;          // per sent frame
+    double tx_io = 0;       // per sent frame
+    double control = 0;     // per frame, either way
+    double busy_share = 0;  // busy cycles / all cycles the worker spent (0..1)
+};
+
+inline CyclesPerPacket cycles_per_packet(const WorkerCounters &c) {
+    CyclesPerPacket r;
+    const auto per = [](uint64_t cycles, uint64_t pkts) {
+        return pkts ? double(cycles) / double(pkts) : 0.0;
+    };
+    const uint64_t all = c.rx_packets + c.tx_packets;
+    r.busy = per(c.cycles_busy, all);
+    r.rx_io = per(c.cycles_rx_io, all);
+    r.rx = per(c.cycles_rx, all);
+    r.timers = per(c.cycles_timers, all);
+    r.app = per(c.cycles_app, all);
+    r.tx = per(c.cycles_tx, all);
+    r.tx_io = per(c.cycles_tx_io, all);
+    r.control = per(c.cycles_control, all);
+    const uint64_t spent = c.cycles_busy + c.cycles_idle + c.cycles_asleep;
+    r.busy_share = spent ? double(c.cycles_busy) / double(spent) : 0.0;
+    return r;
 }
 
 }  // namespace mrc::dp

@@ -222,6 +222,11 @@ class Worker {
     uint32_t timer_deferrals_ = 0;  // timer runs put off in a row (RX backlog)
     bool catching_up_ = false;      // the loop ran late: RX backlog before timers
     bool mark_ce_ = false;
+    uint64_t tx_io_cycles_ = 0;  // TSC cycles in TX bursts, all of them (flush())
+    // One loop's cycles per stage, added to the counters if it did work.
+    struct LoopCycles {
+        uint64_t rx_io = 0, rx = 0, timers = 0, app = 0, tx = 0, control = 0;
+    };
 
     // ---- shared ----
     // rings_in_[src]: frames worker src received for this worker's QPs.

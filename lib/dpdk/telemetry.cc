@@ -1,6 +1,7 @@
 // DPDK telemetry commands: the stock client (dpdk-telemetry.py) reads the
 // dataplane's live counters from /var/run/dpdk/<prefix>/dpdk_telemetry.v2.
 // Callbacks run on EAL's telemetry thread and read snapshots only.
+#include <rte_cycles.h>
 #include <rte_telemetry.h>
 
 #include <atomic>
@@ -158,6 +159,11 @@ int cmd_workers(const char *, const char *, rte_tel_data *d) {
         const uint64_t *c = counter_array(s.worker);
         for (size_t i = 0; i < WorkerCounters::kCount; ++i)
             rte_tel_data_add_dict_u64(wd, kWorkerCounterInfo[i].name, c[i]);
+        // Rounded (telemetry in 22.11 has no floating-point values).
+        const CyclesPerPacket cpp = cycles_per_packet(s.worker);
+        rte_tel_data_add_dict_u64(wd, "cycles_per_packet", uint64_t(cpp.busy + 0.5));
+        rte_tel_data_add_dict_u64(wd, "busy_percent", uint64_t(100 * cpp.busy_share + 0.5));
+        rte_tel_data_add_dict_u64(wd, "tsc_hz", rte_get_tsc_hz());
         char key[16];
         std::snprintf(key, sizeof key, "%u", w);
         rte_tel_data_add_dict_container(d, key, wd, 0);

@@ -92,6 +92,21 @@ int Worker::run() {
         const uint64_t prev = now;
         now = clock_->now_ns();
         ++ctr_.loops;
+        // Cycles per stage, read from the TSC at the stage boundaries (the
+        // RX of a port with nothing pending adds no reading). They count
+        // only for a loop that did work; an empty one is idle as a whole.
+        // TX bursts, wherever they happen (flush()), are a stage of their own.
+        LoopCycles lc;
+        const uint64_t loop_start = rte_rdtsc();
+        uint64_t mark = loop_start;
+        const uint64_t tx_io_start = tx_io_cycles_;
+        uint64_t io_mark = tx_io_start;
+        const auto stage = [&](uint64_t &acc) {
+            const uint64_t t = rte_rdtsc();
+            acc += (t - mark) - (tx_io_cycles_ - io_mark);
+            mark = t;
+            io_mark = tx_io_cycles_;
+        };
         if (now - prev > kStallNs) catching_up_ = true;
         uint32_t work = 0;
         bool backlog = false;
@@ -114,11 +129,17 @@ int Worker::run() {
                 backlog |= full;
                 full_bursts_ = full ? full_bursts_ + 1 : 0;
                 mark_ce_ = cfg.ecn_full_bursts && full_bursts_ >= cfg.ecn_full_bursts;
+                stage(lc.rx_io);
                 rx_frames(p, pkts, n, now);
+                stage(lc.rx);
                 work += n;
             }
         }
-        if (!rings_in_.empty()) work += rx_handoff(now);
+        stage(lc.rx_io);
+        if (!rings_in_.empty()) {
+            work += rx_handoff(now);
+            stage(lc.rx);
+        }
         if (now >= next_tick_ns_) {
             // Acks before timers: after this worker was descheduled, the
             // RX rings hold what arrived meanwhile, and a timeout judged
@@ -135,10 +156,15 @@ int Worker::run() {
                 catching_up_ = false;
                 ep_->on_time(now);
                 next_tick_ns_ = now + cfg.timer_tick_ns;
+                stage(lc.timers);
             }
         }
-        if (app_ != nullptr) work += app_->poll(*this, now);
+        if (app_ != nullptr) {
+            work += app_->poll(*this, now);
+            stage(lc.app);
+        }
         work += tx(now);
+        stage(lc.tx);
         if (now >= next_control_ns_) {
             control(now);
             next_control_ns_ = now + kControlPeriodNs;
@@ -146,13 +172,28 @@ int Worker::run() {
                 publish_qps(now, kQpSnapSlice);
                 next_qp_snap_ns_ = now + cfg.qp_snapshot_ns;
             }
+            stage(lc.control);
         }
+        const uint64_t loop_end = rte_rdtsc();
         if (work != 0) {
+            ++ctr_.busy_loops;
+            ctr_.cycles_busy += loop_end - loop_start;
+            ctr_.cycles_rx_io += lc.rx_io;
+            ctr_.cycles_rx += lc.rx;
+            ctr_.cycles_timers += lc.timers;
+            ctr_.cycles_app += lc.app;
+            ctr_.cycles_tx += lc.tx;
+            ctr_.cycles_tx_io += tx_io_cycles_ - tx_io_start;
+            ctr_.cycles_control += lc.control;
             empty_polls_ = 0;
-        } else if (cfg.idle == IdleMode::kYield) {
+            continue;
+        }
+        ctr_.cycles_idle += loop_end - loop_start;
+        if (cfg.idle == IdleMode::kYield) {
             if (++empty_polls_ >= cfg.idle_yield_polls) {
                 ++ctr_.idle_yields;
                 sched_yield();
+                ctr_.cycles_asleep += rte_rdtsc() - loop_end;
             }
         } else if (cfg.idle == IdleMode::kSleep && ++empty_polls_ >= cfg.idle_polls) {
             // Nothing to do for a while: let the other processes of a
@@ -161,6 +202,7 @@ int Worker::run() {
             ++ctr_.idle_sleeps;
             const timespec ts{0, long(cfg.idle_sleep_us) * 1000};
             nanosleep(&ts, nullptr);
+            ctr_.cycles_asleep += rte_rdtsc() - loop_end;
             empty_polls_ = cfg.idle_polls / 2;
         }
     }
@@ -484,7 +526,9 @@ void Worker::flush(uint8_t plane) {
         q.n = 0;
         return;
     }
+    const uint64_t t = rte_rdtsc();
     const uint16_t k = dp_->ports_[plane]->try_tx_burst(uint16_t(index_), q.m, q.n);
+    tx_io_cycles_ += rte_rdtsc() - t;
     ctr_.tx_packets += k;
     port_tx_[plane] += k;
     if (k < q.n) std::memmove(q.m, q.m + k, (q.n - k) * sizeof(rte_mbuf *));

@@ -145,5 +145,31 @@ TEST(Counters, DocsNameEveryCounter) {
         EXPECT_NE(doc.find(std::string("`") + c.name + "`"), std::string::npos) << c.name;
 }
 
+TEST(Counters, CyclesPerPacketSplitsBusyCyclesOverEveryFrame) {
+    dp::WorkerCounters c;
+    EXPECT_EQ(dp::cycles_per_packet(c).busy, 0.0);  // nothing moved: no division by zero
+    EXPECT_EQ(dp::cycles_per_packet(c).busy_share, 0.0);
+    c.rx_packets = 300;
+    c.tx_packets = 700;
+    c.cycles_rx_io = 50'000;
+    c.cycles_rx = 150'000;
+    c.cycles_timers = 10'000;
+    c.cycles_app = 40'000;
+    c.cycles_tx = 200'000;
+    c.cycles_tx_io = 40'000;
+    c.cycles_control = 10'000;
+    c.cycles_busy = 500'000;
+    c.cycles_idle = 300'000;
+    c.cycles_asleep = 200'000;
+    const dp::CyclesPerPacket r = dp::cycles_per_packet(c);
+    EXPECT_DOUBLE_EQ(r.busy, 500.0);
+    EXPECT_DOUBLE_EQ(r.rx_io, 50.0);
+    EXPECT_DOUBLE_EQ(r.rx, 150.0);
+    EXPECT_DOUBLE_EQ(r.tx, 200.0);
+    EXPECT_DOUBLE_EQ(r.tx_io, 40.0);
+    EXPECT_DOUBLE_EQ(r.rx_io + r.rx + r.timers + r.app + r.tx + r.tx_io + r.control, r.busy);
+    EXPECT_DOUBLE_EQ(r.busy_share, 0.5);
+}
+
 }  // namespace
 }  // namespace mrc

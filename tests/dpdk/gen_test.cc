@@ -122,6 +122,26 @@ TEST_P(GenPlanes, WriteImmVerifiedOverEveryPlane) {
     }
     EXPECT_EQ(r.client["worker_counters"]["rx_bad_cksum"], 0);
     EXPECT_EQ(r.server["worker_counters"]["rx_bad_cksum"], 0);
+    // Cycles per packet: the stages account for the busy cycles (the few
+    // cycles between TSC readings aside), and each end spent some in each
+    // of the stages its traffic goes through.
+    for (const json *side : {&r.client, &r.server}) {
+        const json &c = (*side)["cycles_per_packet"];
+        const double busy = c["busy"].get<double>();
+        double stages = 0;
+        for (const char *k : {"rx_io", "rx", "timers", "app", "tx", "tx_io", "control"})
+            stages += c[k].get<double>();
+        EXPECT_GT(busy, 0) << c;
+        EXPECT_LE(stages, busy) << c;
+        EXPECT_GE(stages, 0.8 * busy) << c;
+        for (const char *k : {"rx_io", "rx", "tx", "tx_io"})
+            EXPECT_GT(c[k].get<double>(), 0) << k << " " << c;
+        EXPECT_GT(c["busy_share"].get<double>(), 0) << c;
+        EXPECT_LE(c["busy_share"].get<double>(), 1) << c;
+        EXPECT_GT(c["tsc_hz"].get<uint64_t>(), 0u);
+        const json &w = (*side)["worker_counters"];
+        EXPECT_LE(w["busy_loops"].get<uint64_t>(), w["loops"].get<uint64_t>());
+    }
     std::printf("%u planes: %.2f Gb/s, %llu retransmissions\n", planes,
                 r.client["goodput_gbps"].get<double>(),
                 (unsigned long long)r.client["retransmissions"].get<uint64_t>());
