@@ -61,6 +61,7 @@ void Generator::setup_dataplane() {
     dc.mrc_port = o_.mrc_port;
     dc.plane_ipv4 = local_ips(static_cast<uint8_t>(dc.ports.size()));
     dc.udp_checksum = !o_.no_udp_cksum;
+    dc.ecn_full_bursts = o_.ecn_full_bursts;
     dc.zero_copy_tx = o_.zero_copy;
     dc.idle = o_.idle == "sleep"   ? dp::IdleMode::kSleep
               : o_.idle == "yield" ? dp::IdleMode::kYield

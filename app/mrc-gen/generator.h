@@ -58,6 +58,7 @@ struct Options {
     std::string idle = "busy";
     bool zero_copy = false;
     bool no_udp_cksum = false;
+    uint32_t ecn_full_bursts = 2;  // DataplaneConfig::ecn_full_bursts
     std::vector<std::string> cuts;
     double link_wait_s = 30;
     double timeout_s = 60;

@@ -58,6 +58,11 @@ void add_options(CLI::App &cli, Options &o) {
         ->capture_default_str();
     cli.add_flag("--zero-copy", o.zero_copy, "send payloads from registered memory (extbuf mbufs)");
     cli.add_flag("--no-udp-cksum", o.no_udp_cksum, "send UDP checksum 0 and do not check it");
+    cli.add_option("--ecn-full-bursts", o.ecn_full_bursts,
+                   "mark CE on received frames after this many full RX bursts in a row (the "
+                   "host's own backlog as congestion; 0: never)")
+        ->check(CLI::Range(0u, 1000000u))
+        ->capture_default_str();
     cli.add_option("--cut-port", o.cuts,
                    "PLANE@SECONDS: stop that plane's port then (failover test)")
         ->take_all();
