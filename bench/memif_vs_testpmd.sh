@@ -5,6 +5,7 @@
 #   2. mrc-gen WRITE goodput and packet rate over 1, 2 and 4 memif planes,
 #      with UDP checksums (the default) and without, every message checked
 #      by the receiver (--verify);
+#      and over 1 plane at MTU 9000 (memif buffers of 9018 bytes);
 #   3. mrc-gen pingpong of 64-byte messages: p50 / p99 / p99.9 latency.
 # Both ends busy-poll one worker lcore each, crossed over the two CPUs.
 # Cost per packet next to the rates: testpmd's own count of busy cycles per
@@ -39,7 +40,10 @@ trap cleanup EXIT INT TERM
 eal=(--no-huge -m 1024 --no-pci --log-level=lib.eal:error)
 
 vdevs() {  # role planes tag
-  for ((p = 0; p < $2; p++)); do echo "--vdev=net_memif$p,role=$1,socket=$work/$3-$p.sock"; done
+  # Buffers for 9000-byte MTUs (MTU + 18) for the jumbo runs (tags j*).
+  local extra=""
+  [[ $3 == j* ]] && extra=",bsize=9018"
+  for ((p = 0; p < $2; p++)); do echo "--vdev=net_memif$p,role=$1,socket=$work/$3-$p.sock$extra"; done
 }
 
 # shellcheck source=tests/support/procs.sh
@@ -130,6 +134,10 @@ for ((r = 0; r < reps; r++)); do
     echo "== [$r] mrc-gen WRITE, ${planes} plane(s), UDP checksums off"
     run_gen "n$planes-$r" "$planes" --mode write --qps 4 --msg-bytes 65536 --no-udp-cksum --verify
   done
+  echo "== [$r] mrc-gen WRITE, 1 plane, MTU 9000 (memif bsize=9018), UDP checksums on"
+  run_gen "j1-$r" 1 --mode write --qps 4 --msg-bytes 65536 --mtu 9000 --verify
+  echo "== [$r] mrc-gen WRITE, 1 plane, MTU 9000, UDP checksums off"
+  run_gen "jn1-$r" 1 --mode write --qps 4 --msg-bytes 65536 --mtu 9000 --no-udp-cksum --verify
   echo "== [$r] mrc-gen WRITE, 1 plane, zero-copy transmit (extbuf mbufs), UDP checksums on"
   run_gen "zc1-$r" 1 --mode write --qps 4 --msg-bytes 65536 --zero-copy --verify
   echo "== [$r] mrc-gen WRITE, 1 plane, zero-copy transmit (extbuf mbufs), UDP checksums off"
@@ -182,7 +190,7 @@ def cycles(js, side):  # medians over rounds of one end's cycles per packet
     cs = [c for c in cs if c]
     if not cs:
         return None
-    return {k: med([c[k] for c in cs]) for k in ("busy",) + stages}
+    return {k: med([c[k] for c in cs]) for k in ("busy", "busy_share") + stages}
 med = statistics.median
 fmt_c = lambda x: f"{x:6.0f}" if x is not None else f"{'-':>6}"
 print(f"{'run':34} {'Gb/s':>7} {'rx Mpps':>8} {'x testpmd rx':>12} {'retx':>7} {'rounds ok':>9}"
@@ -193,7 +201,8 @@ print(f"{'testpmd txonly->rxonly':34} {res['testpmd_gbps']:7.2f} {tp_pps/1e6:8.3
 names = {"w1": "mrc-gen 1 plane", "w2": "mrc-gen 2 planes", "w4": "mrc-gen 4 planes",
          "n1": "mrc-gen 1 plane, no UDP cksum", "n2": "mrc-gen 2 planes, no UDP cksum",
          "n4": "mrc-gen 4 planes, no UDP cksum", "zc1": "mrc-gen 1 plane, zero-copy",
-         "z1": "mrc-gen 1 plane, zero-copy, no cksum"}
+         "z1": "mrc-gen 1 plane, zero-copy, no cksum",
+         "j1": "mrc-gen 1 plane, MTU 9000", "jn1": "mrc-gen 1 plane, MTU 9000, no cksum"}
 for tag, name in names.items():
     rounds = {r: load(tag, r) for r in range(reps)}
     good = {r: j for r, j in rounds.items() if j and j["ok"]}
@@ -217,7 +226,7 @@ for tag, name in names.items():
           f"{r['retransmissions']:7d} {len(good):>5}/{reps}"
           f" {fmt_c(busy(r['sender_cycles_per_packet'])):>10}"
           f" {fmt_c(busy(r['receiver_cycles_per_packet'])):>10}")
-for tag in ("w1", "n1", "z1"):
+for tag in ("w1", "n1", "z1", "j1", "jn1"):
     run = res["runs"].get(tag, {})
     for who in ("sender", "receiver"):
         c = run.get(f"{who}_cycles_per_packet")

@@ -7,6 +7,7 @@
 #include <rte_errno.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -146,6 +147,7 @@ Result<uint16_t> find_or_probe(const std::string &device, bool *probed) {
 struct MemifArgs {
     bool server = false;
     std::string socket = "/run/memif.sock";
+    uint32_t bsize = 2048;  // the PMD's buffer size (bsize=), its default
 };
 
 std::optional<MemifArgs> memif_args(const std::string &devargs) {
@@ -158,6 +160,8 @@ std::optional<MemifArgs> memif_args(const std::string &devargs) {
             devargs.substr(pos + 1, next == std::string::npos ? next : next - pos - 1);
         if (kv == "role=server") m.server = true;
         if (kv.rfind("socket=", 0) == 0) m.socket = kv.substr(7);
+        if (kv.rfind("bsize=", 0) == 0)
+            m.bsize = uint32_t(std::strtoul(kv.c_str() + 6, nullptr, 0));
         pos = next;
     }
     return m;
@@ -257,6 +261,29 @@ Result<std::unique_ptr<Port>> Port::open(const PortOptions &opts, rte_mempool *p
     if (opts.mtu_bytes < info.min_mtu || opts.mtu_bytes > info.max_mtu)
         return Error{fmt::format("port '{}' ({}): MTU {} outside the device's range [{}, {}]",
                                  p->name_, p->driver_, opts.mtu_bytes, info.min_mtu, info.max_mtu)};
+    // Ports from --vdev are named without their arguments: ask the device.
+    std::string devargs = p->name_;
+    if (const rte_devargs *da = info.device ? rte_dev_devargs(info.device) : nullptr;
+        da && da->args && *da->args)
+        devargs += std::string(",") + da->args;
+    const auto memif = memif_args(devargs);
+    // The MTU ethdev is configured with. DPDK 22.11's memif says it takes
+    // 1518-byte frames at most (max_rx_pktlen) and has no MTU to set, but
+    // its rings carry any frame that fits a buffer (bsize=): a larger MTU is
+    // configured as the largest it accepts and used as asked. A frame larger
+    // than a buffer would be split over several, which this version's TX
+    // does not do reliably (a stale "next" flag can join frames), so the
+    // buffers must hold a whole frame; the client's bsize is the one used.
+    uint16_t conf_mtu = opts.mtu_bytes;
+    const uint32_t wire_frame = uint32_t{opts.mtu_bytes} + RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN;
+    if (memif && wire_frame - RTE_VLAN_HLEN + RTE_ETHER_CRC_LEN > info.max_rx_pktlen) {
+        if (!memif->server && memif->bsize < wire_frame)
+            return Error{fmt::format(
+                "port '{}' (net_memif): MTU {} needs buffers of at least {} bytes: add "
+                "bsize={} to its devargs (it has {}; the client's buffers are the ones used)",
+                p->name_, opts.mtu_bytes, wire_frame, wire_frame, memif->bsize)};
+        conf_mtu = uint16_t(info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN);
+    }
     const uint32_t frame_bytes = uint32_t{opts.mtu_bytes} + RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN;
     uint32_t room = rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM;
     if (afx)
@@ -276,7 +303,7 @@ Result<std::unique_ptr<Port>> Port::open(const PortOptions &opts, rte_mempool *p
     c.max_queues = std::min(info.max_rx_queues, info.max_tx_queues);
 
     rte_eth_conf conf{};
-    conf.rxmode.mtu = opts.mtu_bytes;
+    conf.rxmode.mtu = conf_mtu;
     if (opts.use_cksum_offload) {
         if (c.rx_ipv4_cksum) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
         if (c.rx_udp_cksum) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
@@ -338,12 +365,6 @@ Result<std::unique_ptr<Port>> Port::open(const PortOptions &opts, rte_mempool *p
     }
     // A memif client starts only once its server is ready (see MemifArgs);
     // until then it stays stopped, link down, and wait_link_up() retries.
-    // Ports from --vdev are named without their arguments: ask the device.
-    std::string devargs = p->name_;
-    if (const rte_devargs *da = info.device ? rte_dev_devargs(info.device) : nullptr;
-        da && da->args && *da->args)
-        devargs += std::string(",") + da->args;
-    const auto memif = memif_args(devargs);
     if (memif && !memif->server) {
         p->memif_client_ = true;
         p->memif_ready_file_ = memif->socket + ".ready";
@@ -370,7 +391,7 @@ Result<std::unique_ptr<Port>> Port::open(const PortOptions &opts, rte_mempool *p
     if (rte_eth_macaddr_get(pid, &mac) == 0) std::memcpy(p->mac_.b, mac.addr_bytes, 6);
     p->queues_ = opts.queues;
     uint16_t mtu = opts.mtu_bytes;
-    rte_eth_dev_get_mtu(pid, &mtu);
+    if (conf_mtu == opts.mtu_bytes) rte_eth_dev_get_mtu(pid, &mtu);
     p->mtu_bytes_ = mtu;
     return p;
 }
