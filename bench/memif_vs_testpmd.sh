@@ -50,61 +50,58 @@ vdevs() {  # role planes tag
 source "$(dirname "$0")/../tests/support/procs.sh"
 stop() { stop_pid "$1" INT 3; }
 
-# testpmd txonly -> rxonly over one memif pair; writes the median of its
-# per-second RX rates (after the first, partial, one) to $work/tp-$1.pps.
-run_testpmd() {
-  local r=$1
-  echo "== [$r] testpmd txonly -> rxonly, one memif pair, 1514-byte frames, ${secs} s"
-  dpdk-testpmd "${eal[@]}" --file-prefix mrc-bench-tps --lcores 0@1,1@0 $(vdevs server 1 "tp$r") -- \
+# Starts testpmd rxonly (server) and txonly (client, 1514-byte frames) on
+# one memif pair named by $1, both with --record-core-cycles; sets rxp, txp.
+start_testpmd_pair() {
+  local tag=$1
+  dpdk-testpmd "${eal[@]}" --file-prefix mrc-bench-tps --lcores 0@1,1@0 $(vdevs server 1 "$tag") -- \
     --forward-mode=rxonly --nb-cores 1 --total-num-mbufs 16384 --stats-period 1 \
-    --record-core-cycles >"$work/tp-$r-rx.log" 2>&1 &
-  local rxp=$!; pids+=("$rxp")
+    --record-core-cycles >"$work/$tag-rx.log" 2>&1 &
+  rxp=$!; pids+=("$rxp")
   # The memif client fails for good if the server is not listening yet.
   for _ in $(seq 100); do
-    grep -q "@$work/tp$r-0.sock" /proc/net/unix 2>/dev/null && break
+    grep -q "@$work/$tag-0.sock" /proc/net/unix 2>/dev/null && break
     sleep 0.1
   done
-  dpdk-testpmd "${eal[@]}" --file-prefix mrc-bench-tpc --lcores 0@0,1@1 $(vdevs client 1 "tp$r") -- \
+  dpdk-testpmd "${eal[@]}" --file-prefix mrc-bench-tpc --lcores 0@0,1@1 $(vdevs client 1 "$tag") -- \
     --forward-mode=txonly --txpkts=1514 --nb-cores 1 --total-num-mbufs 16384 --stats-period 1 \
-    --record-core-cycles >"$work/tp-$r-tx.log" 2>&1 &
-  local txp=$!; pids+=("$txp")
+    --record-core-cycles >"$work/$tag-tx.log" 2>&1 &
+  txp=$!; pids+=("$txp")
+}
+
+# testpmd txonly -> rxonly over one memif pair; writes the median of its
+# per-second RX rates (after the first, partial, one) to $work/tp-$1.pps,
+# and each side's cycles per packet to $work/tp-$1-{rx,tx}.cpp.
+run_testpmd() {
+  local r=$1 rxp txp
+  echo "== [$r] testpmd txonly -> rxonly, one memif pair, 1514-byte frames, ${secs} s"
+  start_testpmd_pair "tp$r"
   sleep "$((secs + 4))"
   stop "$txp"; stop "$rxp"
   local pps
-  pps=$(grep -a 'Rx-pps' "$work/tp-$r-rx.log" | awk '$2 > 0 {print $2}' | tail -n +2 | sort -n |
+  pps=$(grep -a 'Rx-pps' "$work/tp$r-rx.log" | awk '$2 > 0 {print $2}' | tail -n +2 | sort -n |
     awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : 0)}')
   echo "   testpmd rxonly: ${pps} packets/s"
   if [ "${pps:-0}" = 0 ]; then
     echo "testpmd moved no packets; its logs:" >&2
-    tail -n 20 "$work/tp-$r-rx.log" "$work/tp-$r-tx.log" >&2
+    tail -n 20 "$work/tp$r-rx.log" "$work/tp$r-tx.log" >&2
     exit 1
   fi
   echo "$pps" >"$work/tp-$r.pps"
   # At exit testpmd prints "CPU cycles/packet=<x> (...)" for its core, from
   # its port counters; memif clears those when its peer goes, so only the
   # end stopped first prints it: here the sender (txonly).
-  grep -ao 'CPU cycles/packet=[0-9.]*' "$work/tp-$r-tx.log" | tail -1 | cut -d= -f2 \
+  grep -ao 'CPU cycles/packet=[0-9.]*' "$work/tp$r-tx.log" | tail -1 | cut -d= -f2 \
     >"$work/tp-$r-tx.cpp" || true
   # The receiver's figure from a second, shorter run, in which the sender
   # is frozen (SIGSTOP: its memif stays connected) while the receiver stops.
-  dpdk-testpmd "${eal[@]}" --file-prefix mrc-bench-tps --lcores 0@1,1@0 $(vdevs server 1 "tq$r") -- \
-    --forward-mode=rxonly --nb-cores 1 --total-num-mbufs 16384 --stats-period 1 \
-    --record-core-cycles >"$work/tq-$r-rx.log" 2>&1 &
-  rxp=$!; pids+=("$rxp")
-  for _ in $(seq 100); do
-    grep -q "@$work/tq$r-0.sock" /proc/net/unix 2>/dev/null && break
-    sleep 0.1
-  done
-  dpdk-testpmd "${eal[@]}" --file-prefix mrc-bench-tpc --lcores 0@0,1@1 $(vdevs client 1 "tq$r") -- \
-    --forward-mode=txonly --txpkts=1514 --nb-cores 1 --total-num-mbufs 16384 --stats-period 1 \
-    >"$work/tq-$r-tx.log" 2>&1 &
-  txp=$!; pids+=("$txp")
+  start_testpmd_pair "tq$r"
   sleep 4
   kill -STOP "$txp"
   stop "$rxp"
   kill -CONT "$txp"
   stop "$txp"
-  grep -ao 'CPU cycles/packet=[0-9.]*' "$work/tq-$r-rx.log" | tail -1 | cut -d= -f2 \
+  grep -ao 'CPU cycles/packet=[0-9.]*' "$work/tq$r-rx.log" | tail -1 | cut -d= -f2 \
     >"$work/tp-$r-rx.cpp" || true
   echo "   testpmd cycles/packet: txonly $(cat "$work/tp-$r-tx.cpp"), rxonly $(cat "$work/tp-$r-rx.cpp")"
 }

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "cycles_text.h"
 #include "plane_json.h"
 
 namespace mrc::gen {
@@ -144,16 +145,9 @@ int Generator::finish() {
                     j["latency_us"]["p50"].get<double>(), j["latency_us"]["p99"].get<double>(),
                     j["latency_us"]["p999"].get<double>(),
                     (unsigned long long)j["latency_us"]["samples"].get<uint64_t>());
-    {
-        const auto &c = j["cycles_per_packet"];
-        const auto v = [&](const char *k) { return c[k].get<double>(); };
-        std::printf(
-            "cycles per packet %.0f busy = rx_io %.0f + rx %.0f + timers %.0f + app %.0f "
-            "+ tx %.0f + tx_io %.0f + control %.0f; busy %.0f%% of the worker's time, "
-            "TSC %.2f GHz\n",
-            v("busy"), v("rx_io"), v("rx"), v("timers"), v("app"), v("tx"), v("tx_io"),
-            v("control"), 100 * v("busy_share"), double(c["tsc_hz"].get<uint64_t>()) / 1e9);
-    }
+    std::printf("cycles per packet %s, TSC %.2f GHz\n",
+                app::cycles_text(j["cycles_per_packet"]).c_str(),
+                double(j["cycles_per_packet"]["tsc_hz"].get<uint64_t>()) / 1e9);
     for (const auto &p : j["ports"])
         std::printf("plane %u %-12s tx %llu rx %llu frames, link %s%s\n",
                     p["plane"].get<unsigned>(), p["port"].get<std::string>().c_str(),

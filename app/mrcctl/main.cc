@@ -27,6 +27,7 @@
 
 #include "client/ipc.h"
 #include "client/sock.h"
+#include "cycles_text.h"
 #include "mrc/mrc.h"
 
 using nlohmann::json;
@@ -103,16 +104,9 @@ void print_status(const json &j) {
     fmt::print("traffic: tx {} pkts  rx {} pkts  retransmissions {}  QPs in error {}\n",
                t["tx_packets"].get<uint64_t>(), t["rx_packets"].get<uint64_t>(),
                t["retransmissions"].get<uint64_t>(), t["qps_in_error"].get<uint64_t>());
-    if (j.contains("cycles_per_packet")) {
-        const json &c = j["cycles_per_packet"];
-        const auto v = [&](const char *k) { return c[k].get<double>(); };
-        fmt::print(
-            "cycles per packet (since start): {:.0f} busy = rx_io {:.0f} + rx {:.0f} + timers "
-            "{:.0f} + app {:.0f} + tx {:.0f} + tx_io {:.0f} + control {:.0f}; workers busy "
-            "{:.1f}% of their time\n",
-            v("busy"), v("rx_io"), v("rx"), v("timers"), v("app"), v("tx"), v("tx_io"),
-            v("control"), 100 * v("busy_share"));
-    }
+    if (j.contains("cycles_per_packet"))
+        fmt::print("cycles per packet (since start): {}\n",
+                   mrc::app::cycles_text(j["cycles_per_packet"]));
     fmt::print("counters:");
     for (const auto &[k, v] : j["counters"].items())
         fmt::print(" {}={}", k, v.get<uint64_t>());
