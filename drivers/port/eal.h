@@ -53,8 +53,10 @@ void eal_abandon();
 // is stopped and closed this way. (DPDK 22.11's memif marks the link down
 // first and then unmaps the regions in the callback; a close on another
 // thread in that window frees them twice.) Runs `fn` inline when called on
-// the interrupt thread itself, before EAL is up, or when the thread cannot
-// take the work (then it says so on stderr).
+// the interrupt thread itself, before EAL is up, or when the thread has not
+// taken the work within 5 s (a callback stuck there; then it says so on
+// stderr, and the overlap this avoids is possible again). `fn` must not wait
+// for anything the caller holds: once started it is waited for without end.
 void run_on_interrupt_thread(const std::function<void()> &fn);
 
 // Bytes the EAL heap can still hand out, over all NUMA sockets.

@@ -147,7 +147,8 @@ Result<uint16_t> find_or_probe(const std::string &device, bool *probed) {
 struct MemifArgs {
     bool server = false;
     std::string socket = "/run/memif.sock";
-    uint32_t bsize = 2048;  // the PMD's buffer size (bsize=), its default
+    uint32_t bsize = 2048;   // the PMD's buffer size (bsize=), its default
+    bool zero_copy = false;  // zero-copy=yes: frames stay in the client's mbufs
 };
 
 std::optional<MemifArgs> memif_args(const std::string &devargs) {
@@ -276,8 +277,9 @@ Result<std::unique_ptr<Port>> Port::open(const PortOptions &opts, rte_mempool *p
     // buffers must hold a whole frame; the client's bsize is the one used.
     uint16_t conf_mtu = opts.mtu_bytes;
     const uint32_t wire_frame = uint32_t{opts.mtu_bytes} + RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN;
-    if (memif && wire_frame - RTE_VLAN_HLEN + RTE_ETHER_CRC_LEN > info.max_rx_pktlen) {
-        if (!memif->server && memif->bsize < wire_frame)
+    if (memif &&
+        uint32_t{opts.mtu_bytes} + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN > info.max_rx_pktlen) {
+        if (!memif->server && !memif->zero_copy && memif->bsize < wire_frame)
             return Error{fmt::format(
                 "port '{}' (net_memif): MTU {} needs buffers of at least {} bytes: add "
                 "bsize={} to its devargs (it has {}; the client's buffers are the ones used)",
@@ -401,8 +403,9 @@ Port::~Port() {
     if (!memif_client_ && !memif_ready_file_.empty()) std::remove(memif_ready_file_.c_str());
     // Stopped and closed on EAL's interrupt thread, never beside a control
     // callback of the PMD (see run_on_interrupt_thread). The hot-plugged
-    // device is removed here: removal may talk to other processes, which is
-    // not allowed from that thread.
+    // device is removed after that, on the calling thread: removal may talk
+    // to other processes, which the interrupt thread should not (a Port
+    // destroyed on the interrupt thread itself does both there).
     rte_device *device = nullptr;
     run_on_interrupt_thread([&] {
         if (lsc_registered_)
@@ -473,7 +476,7 @@ LinkState Port::wait_link_up(uint32_t timeout_ms) {
                 may_connect = now - *socket_seen >= milliseconds(1000);
             }
             if (may_connect && now - last_attempt >= milliseconds(started_ ? 1000 : 250)) {
-                // Beside a handshake callback that may still be running.
+                // Never beside a handshake callback that may still be running.
                 run_on_interrupt_thread([&] {
                     if (started_) rte_eth_dev_stop(id_);
                     started_ = rte_eth_dev_start(id_) == 0;

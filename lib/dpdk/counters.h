@@ -37,7 +37,7 @@ namespace mrc::dp {
     X(rx_cm, "connection-management frames received (QPN 0) and given to the application")     \
     X(rx_cm_unclaimed, "connection-management frames dropped: no application takes them")      \
     X(tx_cm, "connection-management frames queued by the application")                         \
-    X(busy_loops, "loop iterations that did work (frames, timers, the application)")           \
+    X(busy_loops, "loop iterations that did work (frames in or out, the application's)")       \
     X(cycles_busy, "TSC cycles of the loop iterations that did work")                          \
     X(cycles_idle, "TSC cycles of the loop iterations that found nothing to do")               \
     X(cycles_asleep, "TSC cycles spent asleep or yielded after empty polls (idle modes)")      \
@@ -80,17 +80,17 @@ inline const uint64_t *counter_array(const WorkerCounters &c) {
 
 // Where a worker's cycles went, per packet, from its counters (or the
 // difference of two readings), as VPP's "show runtime" gives clocks per
-// vector element. Stages of the receive path are per received frame, those
-// of the send path per sent frame; `busy` is all busy cycles over all frames.
+// vector element. Every figure is over all frames, received and sent, so the
+// stages add up to `busy` (less the few cycles between TSC readings).
 struct CyclesPerPacket {
-    double busy = 0;        // cycles_busy / (rx_packets + tx_packets)
-    double rx_io = 0;       // per received frame
-    double rx = 0;          // per received frame
-    double timers = 0;      // per frame, either way
-    double app = 0;         // per frame, either way
-    double tx = 0;          // per sent frame
-    double tx_io = 0;       // per sent frame
-    double control = 0;     // per frame, either way
+    double busy = 0;  // cycles_busy / (rx_packets + tx_packets)
+    double rx_io = 0;
+    double rx = 0;
+    double timers = 0;
+    double app = 0;
+    double tx = 0;
+    double tx_io = 0;
+    double control = 0;
     double busy_share = 0;  // busy cycles / all cycles the worker spent (0..1)
 };
 

@@ -97,6 +97,7 @@ int Worker::run() {
         // only for a loop that did work; an empty one is idle as a whole.
         // TX bursts, wherever they happen (flush()), are a stage of their own.
         LoopCycles lc;
+        const uint64_t tx_packets_start = ctr_.tx_packets;
         const uint64_t loop_start = rte_rdtsc();
         uint64_t mark = loop_start;
         const uint64_t tx_io_start = tx_io_cycles_;
@@ -174,6 +175,9 @@ int Worker::run() {
             }
             stage(lc.control);
         }
+        // Frames the ports took count as work wherever they were built
+        // (a flush of what an earlier loop queued, one from control()).
+        work += uint32_t(ctr_.tx_packets - tx_packets_start);
         const uint64_t loop_end = rte_rdtsc();
         if (work != 0) {
             ++ctr_.busy_loops;

@@ -370,20 +370,26 @@ TEST(InterruptThread, NestedWorkRunsInlineAndErrorsComeBack) {
     EXPECT_EQ(depth, 2);
     EXPECT_THROW(run_on_interrupt_thread([] { throw std::runtime_error("x"); }),
                  std::runtime_error);
-    // Several threads at once: each call returns after its own work ran.
-    std::atomic<int> ran{0};
+    // Several threads at once: each call returns after its own work ran,
+    // and ran there (not inline after a timeout).
+    std::atomic<int> ran{0}, elsewhere{0};
     std::vector<std::thread> ts;
     for (int t = 0; t < 4; ++t)
         ts.emplace_back([&] {
             for (int i = 0; i < 50; ++i) {
-                const int before = ran.load();
-                run_on_interrupt_thread([&] { ran.fetch_add(1); });
-                EXPECT_GT(ran.load(), before);
+                bool mine = false;
+                run_on_interrupt_thread([&] {
+                    mine = true;
+                    if (!rte_thread_is_intr()) elsewhere.fetch_add(1);
+                    ran.fetch_add(1);
+                });
+                EXPECT_TRUE(mine);
             }
         });
     for (auto &t : ts)
         t.join();
     EXPECT_EQ(ran.load(), 200);
+    EXPECT_EQ(elsewhere.load(), 0);
 }
 
 }  // namespace
