@@ -329,6 +329,20 @@ void Qp::on_rto(uint64_t now_ns) {
     last_progress_ns_ = now_ns;  // the next one waits a whole (backed-off) RTO from here
     ++ctr_.retx_after_timeout;
     queue_retx_now(p, TxKind::kTimeout);
+    // Everything else sent a whole RTO ago and still not acknowledged is
+    // lost too (RACK-TLP, RFC 8985 6.3), when the peer answered meanwhile
+    // (a silent peer says nothing of the paths). Without this, one timeout
+    // judged one packet: after an outage of one plane, each timeout resent
+    // the next of its packets on the other plane, which was dead too, and
+    // those resends never came up to be judged, so that plane never failed
+    // (a stall found by the sim's drawn seeds).
+    while (answered && state_ == QpState::kRts && tx_head_ != kNil) {
+        const Psn q(tx_head_);
+        TxSlot &o = slot(q);
+        if (o.sent_ns + rto_ns(o.plane) > now_ns) break;  // the list is in send order
+        declare_lost(q, o, now_ns);
+        if (tx_head_ == q.value()) break;  // not taken off the list: nothing more to do here
+    }
 }
 
 // ---- liveness ---------------------------------------------------------------------

@@ -279,6 +279,12 @@ TEST(SimProperties, SeedsThatOnceFailed) {
     // was blamed, and the probe replies took dead EVs; the peer timeout
     // failed the QP of a peer that was alive.
     run_everything(566969731276, 1, m);
+    // 2 planes x 1 path: plane 1 dead both ways for good, plane 0 down for
+    // its first 157 us. Each timeout judged one of the packets lost in
+    // plane 0's outage and resent it on plane 1; those resends never came
+    // up to be judged, so plane 1 never failed: 25 timeouts in a row, and
+    // the run stalled (until everything sent an RTO ago counted as lost).
+    run_everything(670572237854, 1, m);
 }
 
 TEST(SimProperties, SameSeedSameResult) {
