@@ -147,8 +147,7 @@ Result<uint16_t> find_or_probe(const std::string &device, bool *probed) {
 struct MemifArgs {
     bool server = false;
     std::string socket = "/run/memif.sock";
-    uint32_t bsize = 2048;   // the PMD's buffer size (bsize=), its default
-    bool zero_copy = false;  // zero-copy=yes: frames stay in the client's mbufs
+    uint32_t bsize = 2048;  // the PMD's buffer size (bsize=), its default
 };
 
 std::optional<MemifArgs> memif_args(const std::string &devargs) {
@@ -276,17 +275,16 @@ Result<std::unique_ptr<Port>> Port::open(const PortOptions &opts, rte_mempool *p
     // does not do reliably (a stale "next" flag can join frames), so the
     // buffers must hold a whole frame; the client's bsize is the one used.
     uint16_t conf_mtu = opts.mtu_bytes;
-    const uint32_t wire_frame = uint32_t{opts.mtu_bytes} + RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN;
+    const uint32_t frame_bytes = uint32_t{opts.mtu_bytes} + RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN;
     if (memif &&
         uint32_t{opts.mtu_bytes} + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN > info.max_rx_pktlen) {
-        if (!memif->server && !memif->zero_copy && memif->bsize < wire_frame)
+        if (!memif->server && memif->bsize < frame_bytes)
             return Error{fmt::format(
                 "port '{}' (net_memif): MTU {} needs buffers of at least {} bytes: add "
                 "bsize={} to its devargs (it has {}; the client's buffers are the ones used)",
-                p->name_, opts.mtu_bytes, wire_frame, wire_frame, memif->bsize)};
+                p->name_, opts.mtu_bytes, frame_bytes, frame_bytes, memif->bsize)};
         conf_mtu = uint16_t(info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN);
     }
-    const uint32_t frame_bytes = uint32_t{opts.mtu_bytes} + RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN;
     uint32_t room = rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM;
     if (afx)
         room = room > kAfXdpHeadroom ? room - kAfXdpHeadroom : 0;  // see mbuf_data_room_for_mtu
