@@ -77,6 +77,10 @@ struct PortOptions {
     // goes to the kernel. docs/ports.md, "AF_XDP".
     uint16_t steer_udp_port = 0;
     std::vector<uint32_t> steer_ipv4;
+    // RX queue interrupts, for workers that sleep when idle (IdleMode::kAdaptive):
+    // asked of devices whose PMD provides them (net_tap and NICs on a bus
+    // other than vdev; DPDK 22.11's memif, ring, af_packet and af_xdp have none).
+    bool rx_interrupts = false;
 };
 
 struct PortCaps {
@@ -87,6 +91,7 @@ struct PortCaps {
     bool tx_multi_segs = false;
     bool tx_fast_free = false;
     bool lsc_interrupt = false;  // link changes arrive as events; else poll link()
+    bool rx_interrupts = false;  // RX queue interrupts configured (rx_intr_fd)
     uint16_t max_queues = 1;
 };
 
@@ -191,6 +196,15 @@ class Port {
             udp->dgram_cksum = rte_ipv4_udptcp_cksum_mbuf(m, ip, l2_bytes + l3_bytes);
         }
     }
+
+    // A descriptor that becomes readable when RX queue `queue` has frames
+    // (epoll it, never read it), or -1 when the port has no RX interrupts.
+    // Valid while the port is started. Arm with rx_intr_enable before
+    // sleeping on it, and disarm after (a no-op on devices whose descriptor
+    // is level-triggered by nature, as net_tap's queue fds are).
+    int rx_intr_fd(uint16_t queue) const;
+    void rx_intr_enable(uint16_t queue) const;
+    void rx_intr_disable(uint16_t queue) const;
 
     // What the device says about a received frame's checksums: kGood only
     // when it checked both IPv4 and UDP, kBad when either failed, kUnknown

@@ -20,7 +20,11 @@
 #include <string>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "port/eal.h"
@@ -308,6 +312,75 @@ TEST_F(KernelPorts, TapPairThroughBridge) {
     expect_clean(r->b_to_a, o.frames, "t1->t0");
     p0.reset();
     p1.reset();
+}
+
+// RX queue interrupts (the adaptive idle mode sleeps on them): net_tap has
+// them, a memif or ring port does not say it has. The descriptor becomes
+// readable when the kernel sends a frame into the tap, and the frame is
+// then there to take.
+TEST_F(KernelPorts, TapRxInterruptFdBecomesReadableWhenAFrameArrives) {
+    const std::string t = "mrcsi0";
+    PortOptions o;
+    o.device = "net_tap_si0,iface=" + t;
+    o.rx_desc = 256;
+    o.tx_desc = 256;
+    o.rx_interrupts = true;
+    auto p = Port::open(o, g_pool);
+    ASSERT_TRUE(p.ok()) << p.error().message;
+    Port &port = **p;
+    quiet(t);
+    ASSERT_EQ(test::sh("ip addr add 10.213.0.1/24 dev " + t + " && ip link set " + t + " up"), 0);
+    ASSERT_TRUE(port.wait_link_up(3000).up);
+    EXPECT_TRUE(port.caps().rx_interrupts);
+    const int fd = port.rx_intr_fd(0);
+    ASSERT_GE(fd, 0);
+    // Take whatever the kernel sent when the link came up.
+    rte_mbuf *m[32];
+    for (int i = 0; i < 20; ++i) {
+        const uint16_t n = port.rx_burst(0, m, 32);
+        if (n) rte_pktmbuf_free_bulk(m, n);
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    port.rx_intr_enable(0);
+    const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+    ASSERT_GE(ep, 0);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ASSERT_EQ(::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), 0);
+    // A datagram to a neighbour on the tap's subnet: the kernel's ARP
+    // request for it goes out through the tap, to this port.
+    const int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(s, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(9);
+    to.sin_addr.s_addr = htonl(0x0ad50002);  // 10.213.0.2
+    const char x = 'x';
+    ASSERT_EQ(::sendto(s, &x, 1, 0, reinterpret_cast<sockaddr *>(&to), sizeof to), 1);
+    epoll_event out{};
+    EXPECT_EQ(::epoll_wait(ep, &out, 1, 5000), 1) << "no interrupt for the kernel's frame";
+    port.rx_intr_disable(0);
+    uint16_t got = 0;
+    for (int i = 0; i < 100 && got == 0; ++i) {
+        got = port.rx_burst(0, m, 32);
+        if (!got) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_GT(got, 0);
+    if (got) rte_pktmbuf_free_bulk(m, got);
+    ::close(s);
+    ::close(ep);
+}
+
+TEST(PortSmoke, VirtualDevicesWithoutRxInterruptsSayNone) {
+    PortOptions o;
+    o.device = "net_ring_si";
+    o.rx_desc = 256;
+    o.tx_desc = 256;
+    o.rx_interrupts = true;
+    auto p = Port::open(o, g_pool);
+    ASSERT_TRUE(p.ok()) << p.error().message;
+    EXPECT_FALSE((*p)->caps().rx_interrupts);
+    EXPECT_EQ((*p)->rx_intr_fd(0), -1);
 }
 
 // ---- work on EAL's interrupt thread --------------------------------------------
