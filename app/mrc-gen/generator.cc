@@ -63,9 +63,8 @@ void Generator::setup_dataplane() {
     dc.udp_checksum = !o_.no_udp_cksum;
     dc.ecn_full_bursts = o_.ecn_full_bursts;
     dc.zero_copy_tx = o_.zero_copy;
-    dc.idle = o_.idle == "sleep"   ? dp::IdleMode::kSleep
-              : o_.idle == "yield" ? dp::IdleMode::kYield
-                                   : dp::IdleMode::kBusy;
+    if (!dp::parse_idle_mode(o_.idle, &dc.idle)) dc.idle = dp::IdleMode::kBusy;  // CLI checked it
+    dc.idle_spin_us = o_.idle_spin_us;
     dc.link_wait_ms = static_cast<uint32_t>(o_.link_wait_s * 1000);
     // The server learns the QP count from the client: room for --max-qps.
     dc.max_qps_per_worker = role_ == Role::kServer ? o_.max_qps : std::max<uint32_t>(o_.qps, 1);

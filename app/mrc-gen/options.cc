@@ -53,8 +53,13 @@ void add_options(CLI::App &cli, Options &o) {
         ->capture_default_str();
     cli.add_option(
            "--idle", o.idle,
-           "busy (poll without pause), yield (sched_yield when idle) or sleep (share the CPU)")
-        ->check(CLI::IsMember({"busy", "yield", "sleep"}))
+           "busy (poll without pause), yield (sched_yield when idle), sleep (share the CPU) or "
+           "adaptive (busy while there is traffic, then sleep until an RX interrupt, a wake or a "
+           "timer)")
+        ->check(CLI::IsMember({"busy", "yield", "sleep", "adaptive"}))
+        ->capture_default_str();
+    cli.add_option("--idle-spin-us", o.idle_spin_us,
+                   "adaptive: keep polling this long after the last work")
         ->capture_default_str();
     cli.add_flag("--zero-copy", o.zero_copy, "send payloads from registered memory (extbuf mbufs)");
     cli.add_flag("--no-udp-cksum", o.no_udp_cksum, "send UDP checksum 0 and do not check it");

@@ -10,43 +10,46 @@
 namespace mrc::dp {
 
 // Per worker: what happened to frames between the ports and the core.
-#define MRC_WORKER_COUNTERS(X)                                                                 \
-    X(loops, "iterations of the worker's poll loop")                                           \
-    X(rx_packets, "frames received from the ports")                                            \
-    X(rx_bytes, "bytes received from the ports")                                               \
-    X(rx_stray, "frames that are not IPv4/UDP to the MRC port (dropped)")                      \
-    X(rx_truncated, "frames shorter than their IPv4 or UDP length fields say (dropped)")       \
-    X(rx_bad_cksum, "frames with a bad IPv4 or UDP checksum (dropped)")                        \
-    X(rx_multiseg, "frames spread over several mbufs (dropped; the MTU fits one mbuf)")        \
-    X(rx_ce_marked, "frames marked CE because the RX ring was backed up (ecn_full_bursts)")    \
-    X(timers_deferred, "timer runs put off while the RX rings held a backlog (acks first)")    \
-    X(handoff_out, "frames passed to the worker that owns their QP")                           \
-    X(handoff_in, "frames taken from other workers")                                           \
-    X(handoff_full, "frames dropped because the owner's hand-off ring was full")               \
-    X(tx_packets, "frames handed to the ports")                                                \
-    X(tx_bytes, "bytes handed to the ports")                                                   \
-    X(tx_full, "frames dropped because a port's TX queue stayed full (control packets only)")  \
-    X(tx_backpressure,                                                                         \
-      "TX rounds not started because every port's queue was full (the core is not asked)")     \
-    X(tx_nombuf, "transmit attempts that found the mbuf pool empty")                           \
-    X(tx_port_down, "frames dropped because their port was cut or stopped")                    \
-    X(idle_sleeps, "times the worker slept after a run of empty polls (idle-friendly mode)")   \
-    X(idle_yields, "times the worker yielded its CPU after a run of empty polls (yield mode)") \
-    X(path_tables, "path tables applied from the control thread")                              \
-    X(link_changes, "link state changes applied from the control thread")                      \
-    X(rx_cm, "connection-management frames received (QPN 0) and given to the application")     \
-    X(rx_cm_unclaimed, "connection-management frames dropped: no application takes them")      \
-    X(tx_cm, "connection-management frames queued by the application")                         \
-    X(busy_loops, "loop iterations that did work (frames in or out, the application's)")       \
-    X(cycles_busy, "TSC cycles of the loop iterations that did work")                          \
-    X(cycles_idle, "TSC cycles of the loop iterations that found nothing to do")               \
-    X(cycles_asleep, "TSC cycles spent asleep or yielded after empty polls (idle modes)")      \
-    X(cycles_rx_io, "TSC cycles in the ports' RX bursts (the PMD)")                            \
-    X(cycles_rx, "TSC cycles handling received frames: parse, checksum, core, placement")      \
-    X(cycles_timers, "TSC cycles in the core's timers")                                        \
-    X(cycles_app, "TSC cycles in the application's share of the loop")                         \
-    X(cycles_tx, "TSC cycles building frames to send: core, headers, payload, checksum")       \
-    X(cycles_tx_io, "TSC cycles in the ports' TX bursts (the PMD)")                            \
+#define MRC_WORKER_COUNTERS(X)                                                                    \
+    X(loops, "iterations of the worker's poll loop")                                              \
+    X(rx_packets, "frames received from the ports")                                               \
+    X(rx_bytes, "bytes received from the ports")                                                  \
+    X(rx_stray, "frames that are not IPv4/UDP to the MRC port (dropped)")                         \
+    X(rx_truncated, "frames shorter than their IPv4 or UDP length fields say (dropped)")          \
+    X(rx_bad_cksum, "frames with a bad IPv4 or UDP checksum (dropped)")                           \
+    X(rx_multiseg, "frames spread over several mbufs (dropped; the MTU fits one mbuf)")           \
+    X(rx_ce_marked, "frames marked CE because the RX ring was backed up (ecn_full_bursts)")       \
+    X(timers_deferred, "timer runs put off while the RX rings held a backlog (acks first)")       \
+    X(handoff_out, "frames passed to the worker that owns their QP")                              \
+    X(handoff_in, "frames taken from other workers")                                              \
+    X(handoff_full, "frames dropped because the owner's hand-off ring was full")                  \
+    X(tx_packets, "frames handed to the ports")                                                   \
+    X(tx_bytes, "bytes handed to the ports")                                                      \
+    X(tx_full, "frames dropped because a port's TX queue stayed full (control packets only)")     \
+    X(tx_backpressure,                                                                            \
+      "TX rounds not started because every port's queue was full (the core is not asked)")        \
+    X(tx_nombuf, "transmit attempts that found the mbuf pool empty")                              \
+    X(tx_port_down, "frames dropped because their port was cut or stopped")                       \
+    X(idle_sleeps, "times the worker slept after a run of empty polls (idle-friendly mode)")      \
+    X(idle_yields, "times the worker yielded its CPU after a run of empty polls (yield mode)")    \
+    X(wakes_event, "adaptive sleeps ended by a wake (an application's post, a command, control)") \
+    X(wakes_rx, "adaptive sleeps ended by an RX interrupt")                                       \
+    X(wakes_timeout, "adaptive sleeps that ran to their end (a timer due, or the poll quantum)")  \
+    X(path_tables, "path tables applied from the control thread")                                 \
+    X(link_changes, "link state changes applied from the control thread")                         \
+    X(rx_cm, "connection-management frames received (QPN 0) and given to the application")        \
+    X(rx_cm_unclaimed, "connection-management frames dropped: no application takes them")         \
+    X(tx_cm, "connection-management frames queued by the application")                            \
+    X(busy_loops, "loop iterations that did work (frames in or out, the application's)")          \
+    X(cycles_busy, "TSC cycles of the loop iterations that did work")                             \
+    X(cycles_idle, "TSC cycles of the loop iterations that found nothing to do")                  \
+    X(cycles_asleep, "TSC cycles spent asleep or yielded after empty polls (idle modes)")         \
+    X(cycles_rx_io, "TSC cycles in the ports' RX bursts (the PMD)")                               \
+    X(cycles_rx, "TSC cycles handling received frames: parse, checksum, core, placement")         \
+    X(cycles_timers, "TSC cycles in the core's timers")                                           \
+    X(cycles_app, "TSC cycles in the application's share of the loop")                            \
+    X(cycles_tx, "TSC cycles building frames to send: core, headers, payload, checksum")          \
+    X(cycles_tx_io, "TSC cycles in the ports' TX bursts (the PMD)")                               \
     X(cycles_control, "TSC cycles applying control inputs and publishing snapshots")
 
 #define MRC_DP_COUNTER_FIELD(name, doc) uint64_t name = 0;

@@ -5,8 +5,16 @@
 #include <rte_launch.h>
 #include <rte_lcore.h>
 
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <new>
 #include <thread>
 
 #include "common/sleep.h"
@@ -76,6 +84,7 @@ Result<std::unique_ptr<Dataplane>> Dataplane::create(const DataplaneConfig &cfg)
         po.tx_desc = cfg.tx_desc;
         po.mtu_bytes = cfg.mtu_bytes;
         po.steer_udp_port = cfg.mrc_port;
+        po.rx_interrupts = cfg.idle == IdleMode::kAdaptive;
         if (i < cfg.plane_ipv4.size()) po.steer_ipv4 = {cfg.plane_ipv4[i]};
         auto port = drivers::Port::open(po, dp->pool_);
         if (!port) return Error{fmt::format("plane {}: {}", i, port.error().message)};
@@ -98,6 +107,30 @@ Result<std::unique_ptr<Dataplane>> Dataplane::create(const DataplaneConfig &cfg)
         ec.checksums = wire::Checksums::kSkip;  // the worker checks them (or the device did)
         dp->workers_.push_back(std::unique_ptr<Worker>(
             new Worker(dp.get(), w, lcores[w], ec, cfg.max_qps_per_worker)));
+    }
+    // The wake page (each worker's sleeping word) and the workers' wake fds.
+    dp->wake_page_bytes_ = (nworkers * kWakeStride + 4095) / 4096 * 4096;
+    dp->wake_memfd_ = ::memfd_create((cfg.name + "-wake").c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (dp->wake_memfd_ < 0 || ::ftruncate(dp->wake_memfd_, off_t(dp->wake_page_bytes_)) != 0)
+        return Error{fmt::format("wake page (memfd): {}", std::strerror(errno))};
+    dp->wake_page_ = ::mmap(nullptr, dp->wake_page_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED,
+                            dp->wake_memfd_, 0);
+    if (dp->wake_page_ == MAP_FAILED) {
+        dp->wake_page_ = nullptr;
+        return Error{fmt::format("wake page (mmap): {}", std::strerror(errno))};
+    }
+    // Only this mapping writes: whoever gets the fd (mrcd's applications)
+    // can map it read-only and nothing else.
+    if (::fcntl(dp->wake_memfd_, F_ADD_SEALS,
+                F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) != 0)
+        return Error{fmt::format("wake page (seals): {}", std::strerror(errno))};
+    for (uint32_t w = 0; w < nworkers; ++w) {
+        Worker &wk = *dp->workers_[w];
+        wk.sleeping_ =
+            new (static_cast<uint8_t *>(dp->wake_page_) + w * kWakeStride) std::atomic<uint32_t>(0);
+        wk.wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (wk.wake_fd_ < 0)
+            return Error{fmt::format("worker {}: eventfd: {}", w, std::strerror(errno))};
     }
     // Hand-off rings: one per (source, owner) pair, single producer and
     // single consumer.
@@ -127,6 +160,8 @@ Dataplane::~Dataplane() {
     for (rte_ring *r : rings_)
         rte_ring_free(r);
     if (pool_ != nullptr) rte_mempool_free(pool_);
+    if (wake_page_ != nullptr) ::munmap(wake_page_, wake_page_bytes_);
+    if (wake_memfd_ >= 0) ::close(wake_memfd_);
 }
 
 uint8_t Dataplane::read_links() {
@@ -169,7 +204,8 @@ Result<void> Dataplane::start() {
 
 void Dataplane::stop() {
     if (!launched_) return;
-    stop_.store(true, std::memory_order_release);
+    stop_.store(true, std::memory_order_seq_cst);
+    wake_all();
     for (auto &w : workers_)
         rte_eal_wait_lcore(w->lcore_);
     if (control_.joinable()) control_.join();
@@ -180,8 +216,9 @@ void Dataplane::stop() {
 Result<void> Dataplane::cut_port(uint8_t plane) {
     if (plane >= planes()) return Error{fmt::format("no plane {}", plane)};
     const auto bit = static_cast<uint8_t>(1u << plane);
-    cut_mask_.fetch_or(bit, std::memory_order_acq_rel);
+    cut_mask_.fetch_or(bit, std::memory_order_seq_cst);
     if (launched_) {
+        wake_all();
         // Wait until no worker polls the port any more, then stop it.
         for (int i = 0; i < 10'000; ++i) {
             bool all = true;
@@ -238,8 +275,11 @@ void Dataplane::control_loop() {
         const uint64_t now = clock_.now_ns();
         if (now >= next_link_ns) {
             const uint8_t links = read_links();
-            const uint8_t old = link_mask_.exchange(links, std::memory_order_relaxed);
-            if (old != links) ++link_events;
+            const uint8_t old = link_mask_.exchange(links, std::memory_order_seq_cst);
+            if (old != links) {
+                ++link_events;
+                wake_all();
+            }
             next_link_ns = now + cfg_.link_poll_ns;
         }
         // Operator denials go through the scorer, which publishes them.
@@ -288,7 +328,8 @@ void Dataplane::control_loop() {
                 all = all && w->table_gen_seen_.load(std::memory_order_acquire) == gen;
             if (all) {
                 table_ = *t;
-                table_gen_.store(t->generation, std::memory_order_release);
+                table_gen_.store(t->generation, std::memory_order_seq_cst);
+                wake_all();
             }
         }
         cs.now_ns = now;
@@ -301,7 +342,12 @@ void Dataplane::control_loop() {
         for (uint8_t p = 0; p < planes(); ++p)
             cs.score[p] = scorer.score(p);
         ctl_snap_.store(cs);
-        mrc::sleep_for_steady(period);
+        // Every worker asleep (adaptive idle): nothing to score, links are
+        // looked at ten times less often.
+        bool all_asleep = cfg_.idle == IdleMode::kAdaptive;
+        for (auto &w : workers_)
+            all_asleep = all_asleep && w->sleeping_->load(std::memory_order_relaxed);
+        mrc::sleep_for_steady(all_asleep ? 10 * period : period);
     }
 }
 

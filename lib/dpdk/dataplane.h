@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -46,7 +47,19 @@ enum class IdleMode : uint8_t {
     // empty poll: a thread polling on the same CPU (an application of
     // mrcd's) runs at once, and the worker comes back as soon as it yields.
     kYield,
+    // Busy while there is traffic; after `idle_spin_us` without work, sleep
+    // until something needs the worker: an RX interrupt (ports that have
+    // them), a wake() (an application's post through mrcd, a command, a
+    // control change), or the core's next timer. A port without RX
+    // interrupts caps each sleep at a poll quantum that starts at
+    // `idle_sleep_us` and doubles while nothing comes, up to
+    // `idle_sleep_max_us`. While spinning, an empty poll yields the CPU
+    // (as kYield) so that a process sharing it runs at once.
+    kAdaptive,
 };
+const char *to_string(IdleMode m);
+// "busy", "yield", "sleep" or "adaptive"; false for anything else.
+bool parse_idle_mode(std::string_view s, IdleMode *out);
 
 struct DataplaneConfig {
     std::vector<std::string> ports;  // one device per plane (port.h PortOptions::device)
@@ -78,7 +91,9 @@ struct DataplaneConfig {
     uint32_t idle_polls = 1024;
     uint32_t idle_yield_polls = 16;
     uint32_t idle_sleep_us = 20;
-    uint32_t link_wait_ms = 10'000;  // how long start() waits for every link to come up
+    uint32_t idle_spin_us = 200;        // kAdaptive: poll this long after the last work
+    uint32_t idle_sleep_max_us = 1000;  // kAdaptive: longest poll quantum (no RX interrupts)
+    uint32_t link_wait_ms = 10'000;     // how long start() waits for every link to come up
     bool run_scorer = true;
     ScorerConfig scorer;
     uint64_t timer_tick_ns = 1000;
@@ -146,6 +161,7 @@ class Dataplane;
 
 class Worker {
   public:
+    ~Worker();
     uint32_t index() const { return index_; }
     unsigned lcore() const { return lcore_; }
     // Owner thread only, or before start() / after stop().
@@ -158,6 +174,16 @@ class Worker {
     // `plane`, outside the core (connection management). False when the
     // plane is out of use or no mbuf is free (counted).
     bool send_frame(uint8_t plane, const uint8_t *frame, uint32_t len);
+
+    // Any thread: ends the worker's adaptive sleep, if it sleeps, so that
+    // it looks at its inputs (commands, doorbells, control state) now. One
+    // load when it is awake. Processes that cannot call it (mrcd's
+    // applications) read the worker's word in Dataplane::wake_page_fd() and
+    // write its wake_fd() themselves (client/ipc.h, ring_doorbell).
+    void wake() {
+        if (sleeping_->load(std::memory_order_seq_cst)) ring_wake_fd();
+    }
+    int wake_fd() const { return wake_fd_; }
 
     // Any thread.
     bool snapshot(WorkerSnapshot *out) const { return snap_.load(out); }
@@ -195,6 +221,11 @@ class Worker {
     void publish_qps(uint64_t now_ns, uint32_t slots);
     static constexpr uint32_t kQpSnapSlice = 16;
     void drain();
+    void ring_wake_fd();
+    // kAdaptive: the epoll set (wake fd and RX interrupt fds) and one sleep on it.
+    Result<void> open_sleep_set();
+    void sleep_until(uint64_t limit_ns);
+    void end_sleep_arming();
 
     Dataplane *dp_;
     uint32_t index_;
@@ -218,6 +249,12 @@ class Worker {
     uint32_t qp_snap_cursor_ = 1;  // next QP slot publish_qps refreshes
     QpSummary qp_total_;           // the sum over the published snapshots
     uint32_t empty_polls_ = 0;
+    // kAdaptive
+    int epoll_fd_ = -1;
+    uint8_t intr_ports_ = 0;    // ports whose RX queue wakes the sleep set
+    bool sleep_armed_ = false;  // sleeping_ set and interrupts armed; the next empty loop sleeps
+    uint64_t last_work_ns_ = 0;
+    uint64_t quantum_ns_ = 0;  // the next sleep's cap when some port has no interrupt
     uint32_t full_bursts_ = 0;
     uint32_t timer_deferrals_ = 0;  // timer runs put off in a row (RX backlog)
     bool catching_up_ = false;      // the loop ran late: RX backlog before timers
@@ -236,6 +273,10 @@ class Worker {
     std::unique_ptr<Seqlock<QpSnapshot>[]> qp_snaps_;
     std::atomic<uint64_t> table_gen_seen_{0};  // last path-table generation applied
     std::atomic<uint8_t> cut_ack_{0};          // ports this worker stopped using
+    // 1 while the worker sleeps or is about to (its wake fd must then be
+    // written to reach it). A word of the dataplane's wake page.
+    std::atomic<uint32_t> *sleeping_ = nullptr;
+    int wake_fd_ = -1;  // eventfd
 };
 
 // Published by the control thread.
@@ -295,6 +336,16 @@ class Dataplane {
     std::vector<EvDenial> denied_evs() const;
 
     bool control_snapshot(ControlSnapshot *out) const { return ctl_snap_.load(out); }
+    // A sealed memfd of one page (or more) holding each worker's sleeping
+    // word, worker i's at byte i * kWakeStride: 1 while that worker sleeps
+    // (IdleMode::kAdaptive) and has to be woken through its wake_fd(). For
+    // other processes to map read-only (mrcd hands it to its applications).
+    int wake_page_fd() const { return wake_memfd_; }
+    static constexpr size_t kWakeStride = 64;
+    void wake_all() {
+        for (auto &w : workers_)
+            w->wake();
+    }
     // Port counters as the device reports them (any thread).
     drivers::PortCounters port_counters(uint8_t plane) const { return ports_[plane]->counters(); }
     uint8_t link_up_mask() const { return link_mask_.load(std::memory_order_relaxed); }
@@ -317,6 +368,9 @@ class Dataplane {
     std::vector<std::unique_ptr<drivers::Port>> ports_;
     std::vector<std::unique_ptr<Worker>> workers_;
     std::vector<rte_ring *> rings_;
+    int wake_memfd_ = -1;
+    void *wake_page_ = nullptr;
+    size_t wake_page_bytes_ = 0;
     bool launched_ = false;
     std::thread control_;
 

@@ -5,11 +5,20 @@
 #include <rte_memcpy.h>
 #include <rte_pause.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <initializer_list>
 
 #include <sched.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include "dpdk/dataplane.h"
 
@@ -24,6 +33,10 @@ constexpr uint64_t kControlPeriodNs = 10'000;  // how often a worker looks at co
 constexpr uint64_t kStallNs = 100'000;
 constexpr uint32_t kMaxTimerDeferrals = 64;
 constexpr uint64_t kSnapshotPeriodNs = 20'000;
+// kAdaptive: the longest sleep of a worker whose every port has RX
+// interrupts; it wakes this often to publish a slice of QP snapshots.
+constexpr uint64_t kMaxSleepNs = 10'000'000;
+constexpr uint32_t kWakeTag = 0xffff;  // epoll data of the wake fd (ports: their plane)
 
 // Where the UDP payload of an untagged or single-tagged Ethernet/IPv4/UDP
 // frame to `mrc_port` starts, or 0 when the frame is something else. The
@@ -78,12 +91,114 @@ Worker::Worker(Dataplane *dp, uint32_t index, unsigned lcore, const EndpointConf
     stash_.reserve(2 * dp->cfg_.burst);
 }
 
+Worker::~Worker() {
+    if (epoll_fd_ >= 0) ::close(epoll_fd_);
+    if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+const char *to_string(IdleMode m) {
+    switch (m) {
+        case IdleMode::kBusy:
+            return "busy";
+        case IdleMode::kSleep:
+            return "sleep";
+        case IdleMode::kYield:
+            return "yield";
+        case IdleMode::kAdaptive:
+            return "adaptive";
+    }
+    return "?";
+}
+
+bool parse_idle_mode(std::string_view s, IdleMode *out) {
+    for (IdleMode m : {IdleMode::kBusy, IdleMode::kSleep, IdleMode::kYield, IdleMode::kAdaptive})
+        if (s == to_string(m)) {
+            *out = m;
+            return true;
+        }
+    return false;
+}
+
+void Worker::ring_wake_fd() {
+    const uint64_t one = 1;
+    // EAGAIN: the counter is already non-zero, the worker will wake anyway.
+    [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof one);
+}
+
+Result<void> Worker::open_sleep_set() {
+    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epoll_fd_ < 0) return Error{fmt::format("epoll_create1: {}", std::strerror(errno))};
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u32 = kWakeTag;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0)
+        return Error{fmt::format("epoll_ctl (wake fd): {}", std::strerror(errno))};
+    for (uint8_t p = 0; p < dp_->planes(); ++p) {
+        const int fd = dp_->ports_[p]->rx_intr_fd(uint16_t(index_));
+        if (fd < 0) continue;
+        ev.data.u32 = p;
+        if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0) intr_ports_ |= uint8_t(1u << p);
+    }
+    return {};
+}
+
+void Worker::end_sleep_arming() {
+    sleeping_->store(0, std::memory_order_relaxed);
+    for (uint8_t p = 0; p < dp_->planes(); ++p)
+        if (intr_ports_ & (1u << p)) dp_->ports_[p]->rx_intr_disable(uint16_t(index_));
+    sleep_armed_ = false;
+}
+
+void Worker::sleep_until(uint64_t limit_ns) {
+    ++ctr_.idle_sleeps;
+    int n = 0;
+    epoll_event ev[kMaxPlanes + 1];
+    if (epoll_fd_ >= 0) {
+        const timespec ts{long(limit_ns / 1'000'000'000), long(limit_ns % 1'000'000'000)};
+        n = ::epoll_pwait2(epoll_fd_, ev, kMaxPlanes + 1, &ts, nullptr);
+        if (n < 0 && errno == ENOSYS)  // before Linux 5.11: milliseconds, rounded up
+            n = ::epoll_wait(epoll_fd_, ev, kMaxPlanes + 1, int((limit_ns + 999'999) / 1'000'000));
+    } else {
+        const timespec ts{0, long(std::min<uint64_t>(limit_ns, 999'999'999))};
+        nanosleep(&ts, nullptr);
+    }
+    bool by_event = false, by_rx = false;
+    for (int i = 0; i < n; ++i) {
+        if (ev[i].data.u32 == kWakeTag) {
+            uint64_t v;
+            [[maybe_unused]] const ssize_t r = ::read(wake_fd_, &v, sizeof v);
+            by_event = true;
+        } else {
+            by_rx = true;
+        }
+    }
+    end_sleep_arming();
+    if (by_event) ++ctr_.wakes_event;
+    if (by_rx) ++ctr_.wakes_rx;
+    const DataplaneConfig &cfg = dp_->cfg_;
+    if (n <= 0) {
+        ++ctr_.wakes_timeout;
+        quantum_ns_ = std::min<uint64_t>(2 * quantum_ns_, uint64_t(cfg.idle_sleep_max_us) * 1000);
+    } else {
+        quantum_ns_ = uint64_t(cfg.idle_sleep_us) * 1000;
+    }
+}
+
 int Worker::run() {
     const DataplaneConfig &cfg = dp_->cfg_;
     const uint8_t planes = dp_->planes();
     port_enabled_ = static_cast<uint8_t>((1u << planes) - 1);
     link_mask_ = ep_->link_up_mask();
     uint64_t now = clock_->now_ns();
+    if (cfg.idle == IdleMode::kAdaptive) {
+        // Sleeps end when asked to, not up to 50 us later (the default slack).
+        prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+        if (auto r = open_sleep_set(); !r)
+            std::fprintf(stderr, "worker %u: %s: sleeping without a wake set (poll quantum only)\n",
+                         index_, r.error().message.c_str());
+        quantum_ns_ = uint64_t(cfg.idle_sleep_us) * 1000;
+        last_work_ns_ = now;
+    }
     next_tick_ns_ = now;
     control(now);
     publish(now);
@@ -190,6 +305,9 @@ int Worker::run() {
             ctr_.cycles_tx_io += tx_io_cycles_ - tx_io_start;
             ctr_.cycles_control += lc.control;
             empty_polls_ = 0;
+            last_work_ns_ = now;
+            if (sleep_armed_) end_sleep_arming();
+            quantum_ns_ = uint64_t(cfg.idle_sleep_us) * 1000;
             continue;
         }
         ctr_.cycles_idle += loop_end - loop_start;
@@ -198,6 +316,37 @@ int Worker::run() {
                 ++ctr_.idle_yields;
                 sched_yield();
                 ctr_.cycles_asleep += rte_rdtsc() - loop_end;
+            }
+        } else if (cfg.idle == IdleMode::kAdaptive) {
+            if (now - last_work_ns_ < uint64_t(cfg.idle_spin_us) * 1000) {
+                if (++empty_polls_ >= cfg.idle_yield_polls) {
+                    ++ctr_.idle_yields;
+                    sched_yield();
+                    ctr_.cycles_asleep += rte_rdtsc() - loop_end;
+                }
+            } else if (!sleep_armed_) {
+                // Wakers first learn that the worker sleeps, then the worker
+                // looks at its inputs once more (the next loop): whatever comes
+                // after that look finds the word set and writes the wake fd, or
+                // raises an RX interrupt. publish(): readers see where it stopped.
+                for (uint8_t p = 0; p < planes; ++p)
+                    if (intr_ports_ & port_enabled_ & (1u << p))
+                        dp_->ports_[p]->rx_intr_enable(uint16_t(index_));
+                sleeping_->store(1, std::memory_order_seq_cst);
+                std::atomic_thread_fence(std::memory_order_seq_cst);
+                sleep_armed_ = true;
+                next_control_ns_ = 0;  // the last look reads the control inputs too
+                publish(now);
+            } else {
+                const uint64_t timer = ep_->next_timer_ns();
+                uint64_t limit = (port_enabled_ & ~intr_ports_) ? quantum_ns_ : kMaxSleepNs;
+                if (timer != UINT64_MAX) limit = timer > now ? std::min(limit, timer - now) : 0;
+                if (limit != 0) {
+                    sleep_until(limit);
+                    ctr_.cycles_asleep += rte_rdtsc() - loop_end;
+                } else {
+                    end_sleep_arming();  // a timer is due
+                }
             }
         } else if (cfg.idle == IdleMode::kSleep && ++empty_polls_ >= cfg.idle_polls) {
             // Nothing to do for a while: let the other processes of a
@@ -300,7 +449,9 @@ void Worker::rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_
         if (owner != index_ && owner < nworkers) {
             // Another worker's QP: hand the frame over (the mbuf goes with it).
             m->hash.usr = plane;
-            if (rte_ring_sp_enqueue(dp_->workers_[owner]->rings_in_[index_], m) == 0) {
+            Worker &to = *dp_->workers_[owner];
+            if (rte_ring_sp_enqueue(to.rings_in_[index_], m) == 0) {
+                to.wake();
                 ++ctr_.handoff_out;
                 pkts[i] = nullptr;
             } else {

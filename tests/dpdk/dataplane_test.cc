@@ -94,12 +94,14 @@ struct Fixture {
     Writer writer;
     Qp *qa = nullptr, *qb = nullptr;
 
-    Fixture(const std::string &tag, uint32_t planes, uint32_t messages, uint32_t bytes) {
+    Fixture(const std::string &tag, uint32_t planes, uint32_t messages, uint32_t bytes,
+            void (*tune)(DataplaneConfig &) = nullptr) {
         make_ring_ports(tag, planes);
         DataplaneConfig c;
         c.rx_desc = c.tx_desc = 512;
         c.max_qps_per_worker = 8;
         c.idle = IdleMode::kSleep;
+        if (tune != nullptr) tune(c);
         c.link_wait_ms = 2000;
         for (uint32_t p = 0; p < planes; ++p)
             c.ports.push_back("net_ring_" + tag + "a" + std::to_string(p));
@@ -264,6 +266,65 @@ TEST(Dataplane, PortCutMidTransferCompletesOnTheOtherPlane) {
         << "the cut port reads as down: " << f.a->link_up_mask();
     const WorkerSnapshot t = f.a->totals();
     EXPECT_GT(t.port_tx_pkts[0], t.port_tx_pkts[1]);
+    f.a->stop();
+    f.b->stop();
+}
+
+// The adaptive idle mode (mrcd's default): a transfer over ports without RX
+// interrupts (net_ring) still completes with every byte, the workers sleep
+// once it is over, and stop() ends their sleep.
+TEST(Dataplane, AdaptiveWorkersMoveEveryByteThenSleep) {
+    Fixture f("ad", 2, 64, 60000, [](DataplaneConfig &c) { c.idle = IdleMode::kAdaptive; });
+    ASSERT_TRUE(f.a && f.b);
+    ASSERT_TRUE(f.a->start().ok());
+    ASSERT_TRUE(f.b->start().ok());
+    ASSERT_TRUE(f.wait_done(std::chrono::seconds(60)))
+        << f.writer.done.load() << " of " << f.writer.messages << " done";
+    EXPECT_EQ(f.writer.failed.load(), 0u);
+    EXPECT_EQ(f.dst, f.src);
+    // Every worker of both sides goes to sleep (ports without interrupts:
+    // it wakes by its poll quantum).
+    for (Dataplane *d : {f.a.get(), f.b.get()})
+        for (uint32_t w = 0; w < d->workers(); ++w)
+            EXPECT_TRUE(wait_until(
+                [&] {
+                    WorkerSnapshot s;
+                    return d->worker(w).snapshot(&s) && s.worker.wakes_timeout >= 10;
+                },
+                std::chrono::seconds(10)))
+                << "worker " << w << " of " << d->config().name << " does not sleep";
+    f.a->stop();
+    f.b->stop();
+    EXPECT_FALSE(f.a->running());
+}
+
+// A worker sleeping for long quanta ends its sleep for wake() (what the
+// control thread, mrcd's server thread and a hand-off do), not at the end
+// of the quantum: its wakes are counted as events.
+TEST(Dataplane, AdaptiveSleepEndsOnAWake) {
+    Fixture f("aw", 1, 1, 1000, [](DataplaneConfig &c) {
+        c.idle = IdleMode::kAdaptive;
+        c.idle_spin_us = 0;
+        c.idle_sleep_us = c.idle_sleep_max_us = 500'000;
+    });
+    ASSERT_TRUE(f.a && f.b);
+    ASSERT_TRUE(f.a->start().ok());
+    ASSERT_TRUE(f.b->start().ok());
+    ASSERT_TRUE(f.wait_done(std::chrono::seconds(60)));
+    Worker &w = f.a->worker(1);
+    WorkerSnapshot s;
+    ASSERT_TRUE(wait_until([&] { return w.snapshot(&s) && s.worker.idle_sleeps >= 1; },
+                           std::chrono::seconds(10)));
+    // A wake that lands while the worker is between sleeps does nothing:
+    // ring until three have ended a sleep.
+    EXPECT_TRUE(wait_until(
+        [&] {
+            w.wake();
+            return w.snapshot(&s) && s.worker.wakes_event >= 3;
+        },
+        std::chrono::seconds(20), std::chrono::milliseconds(2)))
+        << "wakes by event " << s.worker.wakes_event << ", by timeout " << s.worker.wakes_timeout;
+    EXPECT_EQ(s.worker.wakes_rx, 0u) << "net_ring has no RX interrupts";
     f.a->stop();
     f.b->stop();
 }
