@@ -131,6 +131,7 @@ void Agent::take_cq_room() {
             activate(q);
         }
         cq.waiting.clear();
+        cq.hdr->room_wanted.store(0, std::memory_order_relaxed);
     }
 }
 
@@ -143,6 +144,9 @@ void Agent::settle(AgentQp &q, Next next) {
             if (!q.waiting) {
                 q.waiting = true;
                 q.cq->waiting.push_back(&q);
+                // The application's next poll wakes this worker if it sleeps
+                // (then take_cq_room sees the room; client/ipc.h).
+                q.cq->hdr->room_wanted.store(1, std::memory_order_seq_cst);
             }
             return;
         case Next::kPark:  // the core names it again when it completes something

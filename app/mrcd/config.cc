@@ -117,7 +117,7 @@ Result<DaemonConfig> load_config(const std::string &path, const std::string &tex
     }
     DaemonConfig c;
     c.dp.name = "mrcd";
-    c.dp.idle = dp::IdleMode::kSleep;
+    c.dp.idle = dp::IdleMode::kAdaptive;
     c.dp.scorer.period_ns = 1'000'000;  // as mrc-gen: the control thread wakes every 1 ms
     // A software path on shared CPUs: the timeout before the first RTT
     // sample is 4 ms; after that it follows the RTT, never below 1 ms
@@ -165,15 +165,20 @@ Result<DaemonConfig> load_config(const std::string &path, const std::string &tex
         if (auto r = t.strings("ports", &c.dp.ports); !r) return in_file(r);
         if (auto r = t.whole("mtu", &c.dp.mtu_bytes, 576, 9000); !r) return in_file(r);
         if (auto r = t.whole("mrc_port", &c.dp.mrc_port, 1, 65535); !r) return in_file(r);
-        std::string idle = "sleep";
+        std::string idle = dp::to_string(c.dp.idle);
         if (auto r = t.string("idle", &idle); !r) return in_file(r);
-        if (idle != "busy" && idle != "sleep" && idle != "yield")
-            return Error{prefix + "[dataplane]: idle must be \"busy\", \"yield\" or \"sleep\""};
-        c.dp.idle = idle == "busy"    ? dp::IdleMode::kBusy
-                    : idle == "yield" ? dp::IdleMode::kYield
-                                      : dp::IdleMode::kSleep;
+        if (!dp::parse_idle_mode(idle, &c.dp.idle))
+            return Error{
+                prefix +
+                "[dataplane]: idle must be \"adaptive\", \"busy\", \"yield\" or \"sleep\""};
         if (auto r = t.whole("idle_sleep_us", &c.dp.idle_sleep_us, 1, 100'000); !r)
             return in_file(r);
+        if (auto r = t.whole("idle_spin_us", &c.dp.idle_spin_us, 0, 1'000'000); !r)
+            return in_file(r);
+        if (auto r = t.whole("idle_sleep_max_us", &c.dp.idle_sleep_max_us, 1, 100'000); !r)
+            return in_file(r);
+        if (c.dp.idle_sleep_max_us < c.dp.idle_sleep_us)
+            return Error{prefix + "[dataplane]: idle_sleep_max_us must be >= idle_sleep_us"};
         if (auto r = t.boolean("udp_checksum", &c.dp.udp_checksum); !r) return in_file(r);
         if (auto r = t.boolean("zero_copy", &c.dp.zero_copy_tx); !r) return in_file(r);
         if (c.dp.zero_copy_tx)

@@ -167,6 +167,7 @@ void Daemon::send_and_wait(uint32_t worker, Command &cmd) {
     rte_ring *r = agents_[worker]->commands();
     while (rte_ring_sp_enqueue(r, &cmd) != 0)
         std::this_thread::yield();
+    dp_->worker(worker).wake();
     uint64_t spins = 0;
     while (!cmd.done.load(std::memory_order_acquire)) {
         if (++spins < 1000)
@@ -297,11 +298,17 @@ void Daemon::serve_clients(std::vector<pollfd> &fds, std::vector<uint32_t> &ids)
     ids.clear();
     fds.push_back({listen_fd_, POLLIN, 0});
     fds.push_back({cm_in_.wake_fd, POLLIN, 0});  // a CM frame came in
+    bool waiting = false;
     for (auto &[id, c] : clients_) {
         fds.push_back({c->fd, POLLIN, 0});
         ids.push_back(id);
+        waiting = waiting || c->waiting;
     }
-    const int r = ::poll(fds.data(), fds.size(), 1);
+    // Timeouts to run (connects, accepts, a drain) every millisecond; with
+    // none, the thread wakes only for its descriptors or every 10 ms (a
+    // stop request): an idle daemon's server thread costs next to nothing.
+    const int timeout_ms = waiting || draining_ || !connecting_.empty() ? 1 : 10;
+    const int r = ::poll(fds.data(), fds.size(), timeout_ms);
     if (r > 0) {
         if (fds[0].revents & POLLIN) accept_clients();
         if (fds[1].revents & POLLIN) {

@@ -97,7 +97,7 @@ class Daemon {
     template <typename Req>
     std::optional<Req> decode(Client &c, const ipc::ReqHdr &h, const uint8_t *body);
     void reply(Client &c, uint16_t op, uint32_t seq, int status, const std::string &msg,
-               const void *body = nullptr, size_t len = 0, int fd = -1);
+               const void *body = nullptr, size_t len = 0, int fd = -1, int fd2 = -1);
     void do_hello(Client &c, uint32_t seq, ipc::HelloReq req);
     void do_reg_mr(Client &c, uint32_t seq, const ipc::RegMrReq &req, int fd);
     void do_dereg_mr(Client &c, uint32_t seq, const ipc::KeyReq &req);

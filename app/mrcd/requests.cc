@@ -180,7 +180,7 @@ void Daemon::dispatch(Client &c, const ipc::ReqHdr &h, const uint8_t *b, int fd)
 }
 
 void Daemon::reply(Client &c, uint16_t op, uint32_t seq, int status, const std::string &msg,
-                   const void *body, size_t len, int fd) {
+                   const void *body, size_t len, int fd, int fd2) {
     std::vector<uint8_t> out(sizeof(ipc::RepHdr) + len);
     ipc::RepHdr h{};
     h.magic = ipc::kMagic;
@@ -195,7 +195,7 @@ void Daemon::reply(Client &c, uint16_t op, uint32_t seq, int status, const std::
     if (status != MRC_OK) ++ctr_.bad_requests;
     // A client that does not read its replies loses them (non-blocking
     // socket): the daemon never waits for one application.
-    ipc::send_msg(c.fd, out.data(), out.size(), fd);
+    ipc::send_msg(c.fd, out.data(), out.size(), fd, fd2);
 }
 
 // ---- hello ------------------------------------------------------------------
@@ -222,8 +222,10 @@ void Daemon::do_hello(Client &c, uint32_t seq, ipc::HelloReq req) {
     for (uint8_t p = 0; p < dp_->planes(); ++p)
         rep.local_ip[p] = cfg_.plane_ip[p];
     std::snprintf(rep.daemon, sizeof rep.daemon, "mrcd 0.1 (pid %d)", int(::getpid()));
+    rep.workers = dp_->workers();
+    rep.wake_stride = uint32_t(dp::Dataplane::kWakeStride);
     log(RTE_LOG_INFO, "client {} ({} pid {} uid {}) connected", c.id, c.name, c.pid, c.uid);
-    reply(c, op, seq, MRC_OK, "", &rep, sizeof rep);
+    reply(c, op, seq, MRC_OK, "", &rep, sizeof rep, dp_->wake_page_fd());
 }
 
 // ---- regions ----------------------------------------------------------------
@@ -359,8 +361,8 @@ void Daemon::do_create_cq(Client &c, uint32_t seq, const ipc::CreateCqReq &req) 
     r.map_bytes = ipc::ring_bytes(entries, sizeof(ipc::Cqe), bells);
     run_on(r.worker, cmd::AddCq{.cq_id = r.id, .ring = r.ring, .bells = bells});
     c.cqs[r.id] = r;
-    ipc::RingRep rep{r.id, entries, r.map_bytes, 0, r.id};
-    reply(c, op, seq, MRC_OK, "", &rep, sizeof rep, ring->first);
+    ipc::RingRep rep{r.id, entries, r.map_bytes, 0, r.id, r.worker, 0};
+    reply(c, op, seq, MRC_OK, "", &rep, sizeof rep, ring->first, dp_->worker(r.worker).wake_fd());
     ::close(ring->first);
 }
 
@@ -441,7 +443,7 @@ void Daemon::do_create_qp(Client &c, uint32_t seq, const ipc::CreateQpReq &req) 
     auto q = new_qp(c, req.cq_id, req.sq_depth, &status);
     if (!q) return reply(c, op, seq, status, q.error().message);
     QpRec &r = **q;
-    ipc::RingRep rep{r.wire_qpn, r.entries, r.map_bytes, 0, r.cq_id};
+    ipc::RingRep rep{r.wire_qpn, r.entries, r.map_bytes, 0, r.cq_id, 0, 0};
     reply(c, op, seq, MRC_OK, "", &rep, sizeof rep, r.memfd);
     ::close(r.memfd);
     r.memfd = -1;

@@ -75,6 +75,10 @@ struct HelloRep {
     uint32_t mtu_payload_bytes;
     uint32_t local_ip[MRC_MAX_PLANES];
     char daemon[64];
+    // The wake page (a sealed memfd, with this reply): worker i's sleeping
+    // word at byte i * wake_stride, for `workers` workers. Map it read-only.
+    uint32_t workers;
+    uint32_t wake_stride;
 };
 
 struct RegMrReq {  // + the memfd
@@ -102,6 +106,8 @@ struct RingRep {  // + the ring's memfd
     uint64_t map_bytes;
     uint32_t peer_ip;  // kAccept: who connected
     uint32_t cq_id;    // kAccept: the CQ the QP reports to
+    uint32_t worker;   // kCreateCq: the worker that serves the CQ (its wake fd comes second)
+    uint32_t pad;
 };
 struct CreateQpReq {
     uint32_t cq_id;
@@ -165,7 +171,7 @@ struct RingHdr {
     uint32_t bell_offset;         // CQ: where the bitmap starts (bytes from this header)
     std::atomic<uint32_t> armed;  // SQ: the worker parked the QP (the next post rings)
     std::atomic<uint32_t> rung;   // CQ: some bit of the bitmap was set
-    uint32_t pad;
+    std::atomic<uint32_t> room_wanted;  // CQ: a QP waits for room (the next poll wakes the worker)
 };
 static_assert(sizeof(RingHdr) == 192);
 
@@ -210,16 +216,21 @@ inline std::atomic<uint64_t> *ring_bells(RingHdr *h) {
 
 // The application's half of the doorbell, right after it published a send
 // queue's `prod`: rings the QP's bit in its completion queue `cq` when the
-// worker parked the QP. (libmrc's post; tests that write rings by hand.)
-inline void ring_doorbell(RingHdr *sq, RingHdr *cq) {
+// worker parked the QP, and says whether it rang. (libmrc's post; tests that
+// write rings by hand.) A worker that sleeps (mrcd's adaptive idle mode)
+// learns of a rung bell only when woken: after a true return, the caller
+// reads the CQ's worker's word of the wake page and, when it is set, writes
+// that worker's wake fd (HelloRep, RingRep: both came with the replies).
+inline bool ring_doorbell(RingHdr *sq, RingHdr *cq) {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (!sq->armed.load(std::memory_order_relaxed) ||
         !sq->armed.exchange(0, std::memory_order_acq_rel))
-        return;
+        return false;
     const uint32_t bell = sq->bell;
-    if (bell >= cq->bell) return;
+    if (bell >= cq->bell) return false;
     ring_bells(cq)[bell / 64].fetch_or(uint64_t{1} << (bell % 64), std::memory_order_release);
     cq->rung.store(1, std::memory_order_seq_cst);
+    return true;
 }
 template <typename E>
 inline E *ring_entries(RingHdr *h) {

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +33,9 @@ struct mrc_context {
     uint32_t seq = 0;
     std::atomic<bool> dead{false};
     HelloRep info{};
+    // The daemon's wake page (read-only): a worker's word is set while it sleeps.
+    const uint8_t *wake_page = nullptr;
+    size_t wake_bytes = 0;
     std::vector<mrc_mr *> mrs;
     std::vector<mrc_cq *> cqs;
     std::vector<mrc_qp *> qps;
@@ -56,7 +60,20 @@ struct mrc_cq {
     uint32_t id;
     uint32_t cons;
     uint32_t empty_polls;
+    // The serving worker's sleeping word and wake fd (none: -1 / null).
+    const std::atomic<uint32_t> *sleeping;
+    int wake_fd;
 };
+
+namespace {
+// Wakes the CQ's worker if it sleeps (mrcd's adaptive idle mode).
+inline void wake_worker(const mrc_cq *cq) {
+    if (cq->sleeping != nullptr && cq->sleeping->load(std::memory_order_seq_cst)) {
+        const uint64_t one = 1;
+        [[maybe_unused]] const ssize_t n = ::write(cq->wake_fd, &one, sizeof one);
+    }
+}
+}  // namespace
 
 struct mrc_qp {
     mrc_context *ctx;
@@ -121,8 +138,9 @@ int take_refusal(mrc_context *ctx) {
 // descriptor that came with it. timeout_ms bounds the wait for the reply.
 int request(mrc_context *ctx, Op op, const void *body, size_t body_len, void *reply,
             size_t reply_cap, int fd_out = -1, int *fd_in = nullptr, int timeout_ms = 10'000,
-            std::string *text = nullptr) {
+            std::string *text = nullptr, int *fd_in2 = nullptr) {
     if (fd_in != nullptr) *fd_in = -1;
+    if (fd_in2 != nullptr) *fd_in2 = -1;
     if (ctx->dead) return fail(ctx, MRC_EDAEMON, "the daemon went away");
     std::vector<uint8_t> msg(sizeof(ReqHdr) + body_len);
     ReqHdr h{kMagic, kVersion, uint16_t(op), ++ctx->seq, uint32_t(body_len)};
@@ -143,8 +161,18 @@ int request(mrc_context *ctx, Op op, const void *body, size_t body_len, void *re
         if (pr < 0) return sys_fail(ctx, "poll");
         if (pr == 0)
             return fail(ctx, MRC_ETIMEDOUT, "the daemon did not answer within %d ms", timeout_ms);
-        int fd = -1;
-        const ssize_t n = recv_msg(ctx->fd, in.data(), in.size(), &fd);
+        int fd = -1, fd2 = -1;
+        const ssize_t n = recv_msg(ctx->fd, in.data(), in.size(), &fd, &fd2);
+        // The second descriptor is only ever kept by a caller that asked for it.
+        if (fd2 >= 0 && (fd_in2 == nullptr || n <= 0)) {
+            ::close(fd2);
+            fd2 = -1;
+        }
+        const auto drop_fds = [&] {
+            if (fd >= 0) ::close(fd);
+            if (fd2 >= 0) ::close(fd2);
+            fd = fd2 = -1;
+        };
         if (n == 0 || n == -ECONNRESET) {
             ctx->dead = true;
             // A reset comes before what was sent ahead of it: a refusal
@@ -156,29 +184,29 @@ int request(mrc_context *ctx, Op op, const void *body, size_t body_len, void *re
         if (n < 0) return fail(ctx, MRC_ESYS, "receiving from the daemon: %s", std::strerror(-n));
         RepHdr rh;
         if (size_t(n) < sizeof rh) {
-            if (fd >= 0) ::close(fd);
+            drop_fds();
             ctx->dead = true;
             return fail(ctx, MRC_EDAEMON, "short reply from the daemon (%zd bytes)", n);
         }
         std::memcpy(&rh, in.data(), sizeof rh);
         if (rh.magic != kMagic || rh.body_bytes != size_t(n) - sizeof rh) {
-            if (fd >= 0) ::close(fd);
+            drop_fds();
             ctx->dead = true;
             return fail(ctx, MRC_EDAEMON, "malformed reply from the daemon");
         }
         if (is_refusal(rh)) {
-            if (fd >= 0) ::close(fd);
+            drop_fds();
             ctx->dead = true;
             rh.message[sizeof rh.message - 1] = 0;
             return fail(ctx, rh.status, "%s", rh.message);
         }
         if (rh.seq != ctx->seq) {  // a late answer to a request that timed out
-            if (fd >= 0) ::close(fd);
+            drop_fds();
             continue;
         }
         rh.message[sizeof rh.message - 1] = 0;
         if (rh.status != MRC_OK) {
-            if (fd >= 0) ::close(fd);
+            drop_fds();
             if (rh.status == MRC_EVERSION) ctx->dead = true;
             return fail(ctx, rh.status, "%s", rh.message);
         }
@@ -186,7 +214,7 @@ int request(mrc_context *ctx, Op op, const void *body, size_t body_len, void *re
             text->assign(reinterpret_cast<const char *>(in.data() + sizeof rh), rh.body_bytes);
         } else if (reply != nullptr) {
             if (rh.body_bytes < reply_cap) {
-                if (fd >= 0) ::close(fd);
+                drop_fds();
                 return fail(ctx, MRC_EDAEMON, "reply body too short (%u bytes)", rh.body_bytes);
             }
             std::memcpy(reply, in.data() + sizeof rh, reply_cap);
@@ -195,6 +223,7 @@ int request(mrc_context *ctx, Op op, const void *body, size_t body_len, void *re
             *fd_in = fd;
         else if (fd >= 0)
             ::close(fd);
+        if (fd_in2 != nullptr) *fd_in2 = fd2;
         return MRC_OK;
     }
 }
@@ -369,11 +398,29 @@ int mrc_open(const char *socket_path, mrc_context **out) {
     h.api_version = MRC_API_VERSION;
     h.pid = static_cast<uint32_t>(::getpid());
     std::snprintf(h.name, sizeof h.name, "%s", program_invocation_short_name);
-    const int r = request(ctx, Op::kHello, &h, sizeof h, &ctx->info, sizeof ctx->info);
+    int wake_fd = -1;
+    const int r =
+        request(ctx, Op::kHello, &h, sizeof h, &ctx->info, sizeof ctx->info, -1, &wake_fd);
     if (r != MRC_OK) {
         ::close(fd);
         delete ctx;
         return r;
+    }
+    // The wake page: without it (or with a bad one) posts still work; a
+    // sleeping worker then finds them when it next wakes by itself.
+    if (wake_fd >= 0) {
+        struct stat st {};
+        const uint64_t need = uint64_t(ctx->info.workers) * ctx->info.wake_stride;
+        if (::fstat(wake_fd, &st) == 0 && ctx->info.wake_stride >= sizeof(std::atomic<uint32_t>) &&
+            ctx->info.wake_stride % alignof(std::atomic<uint32_t>) == 0 && need > 0 &&
+            need <= uint64_t(st.st_size)) {
+            void *p = ::mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, wake_fd, 0);
+            if (p != MAP_FAILED) {
+                ctx->wake_page = static_cast<const uint8_t *>(p);
+                ctx->wake_bytes = size_t(st.st_size);
+            }
+        }
+        ::close(wake_fd);
     }
     *out = ctx;
     return MRC_OK;
@@ -402,6 +449,7 @@ int mrc_close(mrc_context *ctx) {
             destroy_qp_locked(ctx->qps.back(), false);
         for (mrc_cq *cq : ctx->cqs) {
             ::munmap(cq->ring, cq->map_bytes);
+            if (cq->wake_fd >= 0) ::close(cq->wake_fd);
             delete cq;
         }
         for (mrc_mr *mr : ctx->mrs) {
@@ -411,6 +459,7 @@ int mrc_close(mrc_context *ctx) {
     }
     // Closing the socket releases everything the daemon still holds for us.
     ::close(ctx->fd);
+    if (ctx->wake_page != nullptr) ::munmap(const_cast<uint8_t *>(ctx->wake_page), ctx->wake_bytes);
     delete ctx;
     return MRC_OK;
 }
@@ -494,15 +543,25 @@ int mrc_create_cq(mrc_context *ctx, uint32_t depth, mrc_cq **out) {
     std::lock_guard<std::mutex> g(ctx->mu);
     CreateCqReq req{depth, 0};
     RingRep rep{};
-    int fd = -1;
-    if (int r = request(ctx, Op::kCreateCq, &req, sizeof req, &rep, sizeof rep, -1, &fd);
+    int fd = -1, wake_fd = -1;
+    if (int r = request(ctx, Op::kCreateCq, &req, sizeof req, &rep, sizeof rep, -1, &fd, 10'000,
+                        nullptr, &wake_fd);
         r != MRC_OK)
         return r;
     RingHdr *h = nullptr;
     if (int r = map_ring(ctx, fd, rep, sizeof(Cqe), &h); r != MRC_OK) {
+        if (wake_fd >= 0) ::close(wake_fd);
         KeyReq k{rep.id, 0};
         request(ctx, Op::kDestroyCq, &k, sizeof k, nullptr, 0);
         return r;
+    }
+    const std::atomic<uint32_t> *sleeping = nullptr;
+    if (wake_fd >= 0 && ctx->wake_page != nullptr && rep.worker < ctx->info.workers)
+        sleeping = reinterpret_cast<const std::atomic<uint32_t> *>(
+            ctx->wake_page + size_t(rep.worker) * ctx->info.wake_stride);
+    if (sleeping == nullptr && wake_fd >= 0) {
+        ::close(wake_fd);
+        wake_fd = -1;
     }
     auto *cq = new mrc_cq{ctx,
                           h,
@@ -511,7 +570,9 @@ int mrc_create_cq(mrc_context *ctx, uint32_t depth, mrc_cq **out) {
                           rep.map_bytes,
                           rep.id,
                           h->cons.load(std::memory_order_relaxed),
-                          0};
+                          0,
+                          sleeping,
+                          wake_fd};
     ctx->cqs.push_back(cq);
     *out = cq;
     return MRC_OK;
@@ -527,6 +588,7 @@ int mrc_destroy_cq(mrc_cq *cq) {
     const int r = request(ctx, Op::kDestroyCq, &k, sizeof k, nullptr, 0);
     if (r != MRC_OK && r != MRC_EDAEMON) return r;
     ::munmap(cq->ring, cq->map_bytes);
+    if (cq->wake_fd >= 0) ::close(cq->wake_fd);
     erase(ctx->cqs, cq);
     delete cq;
     return MRC_OK;
@@ -555,7 +617,9 @@ int mrc_poll_cq(mrc_cq *cq, struct mrc_wc *wc, int max) {
     }
     if (n) {
         cq->cons += n;
-        h->cons.store(cq->cons, std::memory_order_release);
+        h->cons.store(cq->cons, std::memory_order_seq_cst);
+        // A QP of this CQ waits for the room just made (its worker may sleep).
+        if (h->room_wanted.load(std::memory_order_seq_cst)) wake_worker(cq);
         cq->empty_polls = 0;
         return int(n);
     }
@@ -744,7 +808,7 @@ int mrc_post_write(mrc_qp *qp, const struct mrc_wr *wr) {
     e.rkey = wr->rkey;
     ++qp->prod;
     qp->ring->prod.store(qp->prod, std::memory_order_release);
-    if (qp->cq != nullptr) ring_doorbell(qp->ring, qp->cq->ring);
+    if (qp->cq != nullptr && ring_doorbell(qp->ring, qp->cq->ring)) wake_worker(qp->cq);
     return MRC_OK;
 }
 

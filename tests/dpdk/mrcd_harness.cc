@@ -21,8 +21,7 @@ namespace {
 
 std::string config(const Daemons &d, char which, const std::string &extra) {
     std::string c = "[daemon]\nsocket = \"" + d.sock(which) + "\"\ndrain_ms = 1000\n" +
-                    d.daemon_toml + "[dataplane]\nidle = \"sleep\"\nlink_wait_ms = 30000\n" +
-                    d.dataplane_toml;
+                    d.daemon_toml + "[dataplane]\nlink_wait_ms = 30000\n" + d.dataplane_toml;
     for (uint32_t p = 0; p < d.planes; ++p)
         c += "[[plane]]\nip = \"" + d.ip(which, p) + "\"\n";
     return c + extra;

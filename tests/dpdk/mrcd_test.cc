@@ -613,6 +613,94 @@ TEST(Mrcd, HostileRingIndexOnlyHurtsItsOwnQp) {
     finish(d);
 }
 
+// The adaptive idle mode (the default) with long poll quanta and no spin:
+// the workers sleep between messages, and an application's post wakes its
+// daemon's worker through the wake page and the CQ's wake fd (a wake by
+// event), not at the end of a quantum. Control: the same time without
+// posts brings no such wakes. Every WRITE lands.
+TEST(Mrcd, ApplicationPostsWakeASleepingWorker) {
+    constexpr uint32_t kService = 7411, kPosts = 12, kBytes = 4096;
+    Daemons d;
+    d.dataplane_toml =
+        "idle = \"adaptive\"\nidle_spin_us = 0\nidle_sleep_us = 50000\n"
+        "idle_sleep_max_us = 50000\n";
+    start(d);
+    {  // The wake page an application gets maps read-only, never writable.
+        Raw r(d.sock('a'));
+        ipc::HelloReq h{};
+        h.api_version = MRC_API_VERSION;
+        std::vector<uint8_t> body;
+        int page = -1;
+        ASSERT_EQ(r.req(ipc::Op::kHello, h, -1, &body, &page).status, MRC_OK);
+        ASSERT_GE(page, 0);
+        void *rw = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, page, 0);
+        EXPECT_EQ(rw, MAP_FAILED) << "an application could write the workers' words";
+        if (rw != MAP_FAILED) ::munmap(rw, 4096);
+        void *ro = ::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, page, 0);
+        EXPECT_NE(ro, MAP_FAILED);
+        if (ro != MAP_FAILED) ::munmap(ro, 4096);
+        EXPECT_LT(::write(page, "x", 1), 0);
+        ::close(page);
+    }
+    mrc_context *a = nullptr, *b = nullptr;
+    ASSERT_EQ(mrc_open(d.sock('a').c_str(), &a), MRC_OK) << mrc_last_error(nullptr);
+    ASSERT_EQ(mrc_open(d.sock('b').c_str(), &b), MRC_OK) << mrc_last_error(nullptr);
+    mrc_mr *src = nullptr, *dst = nullptr;
+    ASSERT_EQ(mrc_alloc_mr(a, kPosts * kBytes, MRC_ACCESS_LOCAL, kService, &src), MRC_OK);
+    ASSERT_EQ(mrc_alloc_mr(b, kPosts * kBytes, MRC_ACCESS_REMOTE_WRITE, kService, &dst), MRC_OK);
+    auto *sp = static_cast<uint8_t *>(mrc_mr_addr(src));
+    for (uint32_t i = 0; i < kPosts * kBytes; ++i)
+        sp[i] = uint8_t(i * 7 + i / kBytes);
+    mrc_remote_mr remote{};
+    mrc_mr_remote(dst, &remote);
+    mrc_cq *cqa = nullptr, *cqb = nullptr;
+    ASSERT_EQ(mrc_create_cq(a, 64, &cqa), MRC_OK);
+    ASSERT_EQ(mrc_create_cq(b, 64, &cqb), MRC_OK);
+    mrc_qp_attr attr{4};
+    ASSERT_EQ(mrc_listen(b, kService, cqb, &attr), MRC_OK) << mrc_last_error(b);
+    mrc_qp *qa = nullptr, *qb = nullptr;
+    ASSERT_EQ(mrc_create_qp(a, cqa, &attr, &qa), MRC_OK) << mrc_last_error(a);
+    std::thread acceptor([&] { mrc_accept(b, kService, 20000, &qb); });
+    const int crc = mrc_connect(qa, d.ip('b').c_str(), kService, 20000);
+    acceptor.join();
+    ASSERT_EQ(crc, MRC_OK) << mrc_last_error(a);
+    ASSERT_NE(qb, nullptr);
+    const auto wakes = [&] {
+        return ctl(d, 'a', {"status"})["worker"]["wakes_event"].get<uint64_t>();
+    };
+    const uint64_t w0 = wakes();
+    std::this_thread::sleep_for(std::chrono::milliseconds(60 * kPosts));
+    const uint64_t w1 = wakes();
+    for (uint32_t i = 0; i < kPosts; ++i) {
+        std::this_thread::sleep_for(60ms);  // the worker is asleep by now
+        mrc_wr wr{};
+        wr.wr_id = i;
+        wr.opcode = MRC_WR_WRITE;
+        wr.local = src;
+        wr.local_offset = uint64_t{i} * kBytes;
+        wr.length = kBytes;
+        wr.rkey = remote.rkey;
+        wr.remote_addr = remote.addr + uint64_t{i} * kBytes;
+        ASSERT_EQ(mrc_post_write(qa, &wr), MRC_OK) << mrc_last_error(a);
+        mrc_wc wc{};
+        int n = 0;
+        for (int t = 0; t < 20000 && n == 0; ++t) {
+            n = mrc_poll_cq(cqa, &wc, 1);
+            if (n == 0) std::this_thread::sleep_for(1ms);
+        }
+        ASSERT_EQ(n, 1) << "WRITE " << i << " not completed";
+        ASSERT_EQ(wc.status, MRC_WC_SUCCESS) << mrc_wc_status_str(wc.status);
+    }
+    const uint64_t w2 = wakes();
+    // mrcctl's own request reaches the worker as a command: one wake each.
+    EXPECT_LE(w1 - w0, 3u) << "wakes by event without posts";
+    EXPECT_GE(w2 - w1, kPosts - 2) << "wakes by event with " << kPosts << " posts";
+    EXPECT_EQ(std::memcmp(mrc_mr_addr(dst), sp, kPosts * kBytes), 0);
+    mrc_close(a);
+    mrc_close(b);
+    finish(d);
+}
+
 TEST(Mrcd, MrcctlShowsAndSteers) {
     Daemons d;
     start(d);
