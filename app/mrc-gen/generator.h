@@ -56,7 +56,7 @@ struct Options {
     double line_gbps = 25;
     uint32_t evs_per_plane = 16;
     std::string idle = "busy";
-    uint32_t idle_spin_us = 200;
+    uint32_t idle_spin_us = 1000;
     bool zero_copy = false;
     bool no_udp_cksum = false;
     uint32_t ecn_full_bursts = 2;  // DataplaneConfig::ecn_full_bursts

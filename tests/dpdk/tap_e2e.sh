@@ -4,7 +4,9 @@
 # The kernel bridges plane p's two taps (one Linux bridge per plane). Once the
 # client has reported its first second of traffic, the kernel side of its
 # plane-1 tap is set down ("ip link set down"): the transfer must complete,
-# verified, over plane 0, which must carry traffic after the cut.
+# verified, over plane 0, which must carry traffic after the cut. The server
+# runs the adaptive idle mode: its workers sleep on the taps' RX interrupts
+# until the client's first frames wake them (wakes_rx).
 # Needs root (namespaces, taps); exits 77 (skipped) without it.
 #
 #   tap_e2e.sh path/to/mrc-gen
@@ -78,7 +80,7 @@ sport=$(free_port inns)
 while [ "$sport" = "$cport" ]; do sport=$(free_port inns); done
 
 inns "$gen" "${eal[@]}" --lcores 0@1,1@0 --file-prefix "mrc-tap-s-$$" $(taps ts) -- \
-  --role server --oob "127.0.0.1:$sport" --idle sleep --json "$work/server.json" \
+  --role server --oob "127.0.0.1:$sport" --idle adaptive --json "$work/server.json" \
   >"$work/server.log" 2>&1 &
 spid=$!
 attach ts 02:00:00:00:01
@@ -147,6 +149,9 @@ assert s["bytes_verified"] == c["bytes"] > 0, (s["bytes_verified"], c["bytes"])
 assert all(p["driver"] == "net_tap" for p in c["ports"])
 assert c["ports"][1]["link"] == "down", "plane 1 should read down after ip link set down"
 assert c["ports"][0]["tx_data_pkts"] > c["ports"][1]["tx_data_pkts"], "plane 0 should carry the rest"
+w = s["worker_counters"]
+assert w["idle_sleeps"] > 0 and w["wakes_rx"] > 0, f"the adaptive server never woke by RX interrupt: {w}"
 print(f"tap e2e: {c['bytes'] / 2**20:.0f} MiB verified, plane 1 taken down mid-run, "
-      f"{c['retransmissions']} retransmissions, {c['worker_counters']['rx_stray']} stray frames dropped")
+      f"{c['retransmissions']} retransmissions, {c['worker_counters']['rx_stray']} stray frames dropped, "
+      f"server slept {w['idle_sleeps']} times, woken {w['wakes_rx']} times by RX interrupts")
 PY
