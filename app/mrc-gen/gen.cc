@@ -158,6 +158,21 @@ uint32_t GenApp::poll_server(GenQp &q, uint64_t now_ns) {
     return work;
 }
 
+uint64_t GenApp::next_due_ns(uint64_t now_ns) const {
+    if (cfg_.role == Role::kServer || cfg_.rate_gbps <= 0 ||
+        draining_.load(std::memory_order_relaxed) ||
+        (cfg_.byte_budget && posted_bytes_ >= cfg_.byte_budget))
+        return UINT64_MAX;
+    bool room = false;
+    for (const GenQp &q : qps_)
+        room = room || (!q.errored && q.outstanding < cfg_.depth);
+    if (!room) return UINT64_MAX;  // a completion comes first (a frame, or the core's timer)
+    // The bucket was last filled at tokens_ns_ (Gb/s = bits per ns).
+    const double missing = 8.0 * cfg_.msg_bytes - tokens_bits_;
+    if (missing <= 0 || tokens_ns_ == 0) return now_ns;
+    return std::max(now_ns, tokens_ns_ + uint64_t(missing / cfg_.rate_gbps) + 1);
+}
+
 uint32_t GenApp::poll(dp::Worker &, uint64_t now_ns) {
     uint32_t work = 0;
     if (cfg_.role == Role::kServer) {

@@ -63,6 +63,8 @@ class GenApp final : public dp::WorkerApp {
     void add_qp(GenQp q);
 
     uint32_t poll(dp::Worker &w, uint64_t now_ns) override;
+    // With --rate: when the token bucket holds the next message again.
+    uint64_t next_due_ns(uint64_t now_ns) const override;
 
     // Main thread.
     const GenStats &stats() const { return stats_; }

@@ -159,6 +159,13 @@ class WorkerApp {
                              uint64_t now_ns) {
         (void)w, (void)frame, (void)len, (void)plane, (void)now_ns;
     }
+    // Timed work of the application's own (rate pacing): the time by which
+    // it wants its next poll. An adaptive worker (IdleMode::kAdaptive) does
+    // not sleep past it. UINT64_MAX: none.
+    virtual uint64_t next_due_ns(uint64_t now_ns) const {
+        (void)now_ns;
+        return UINT64_MAX;
+    }
 };
 
 class Dataplane;

@@ -338,7 +338,8 @@ int Worker::run() {
                 next_control_ns_ = 0;  // the last look reads the control inputs too
                 publish(now);
             } else {
-                const uint64_t timer = ep_->next_timer_ns();
+                uint64_t timer = ep_->next_timer_ns();
+                if (app_ != nullptr) timer = std::min(timer, app_->next_due_ns(now));
                 uint64_t limit = (port_enabled_ & ~intr_ports_) ? quantum_ns_ : kMaxSleepNs;
                 if (timer != UINT64_MAX) limit = timer > now ? std::min(limit, timer - now) : 0;
                 if (limit != 0) {

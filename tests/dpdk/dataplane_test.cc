@@ -329,6 +329,49 @@ TEST(Dataplane, AdaptiveSleepEndsOnAWake) {
     f.b->stop();
 }
 
+// An application with timed work of its own (WorkerApp::next_due_ns, as
+// mrc-gen's rate pacing) is polled when it asks, however long the worker's
+// poll quantum: 10 polls due every 20 ms take well under the 5 s that
+// sleeping by a 500 ms quantum alone would.
+class TimedApp final : public WorkerApp {
+  public:
+    std::atomic<uint32_t> hits{0};
+    uint64_t due = 0;
+    uint32_t poll(Worker &, uint64_t now_ns) override {
+        if (due == 0) due = now_ns + 20'000'000;
+        if (now_ns >= due) {
+            hits.fetch_add(1);
+            due = now_ns + 20'000'000;
+        }
+        return 0;
+    }
+    uint64_t next_due_ns(uint64_t) const override { return due == 0 ? UINT64_MAX : due; }
+};
+
+TEST(Dataplane, AdaptiveSleepEndsWhenTheApplicationIsDue) {
+    Fixture f("at", 1, 1, 1000, [](DataplaneConfig &c) {
+        c.idle = IdleMode::kAdaptive;
+        c.idle_spin_us = 0;
+        c.idle_sleep_us = c.idle_sleep_max_us = 500'000;
+    });
+    ASSERT_TRUE(f.a && f.b);
+    TimedApp app;
+    f.a->worker(1).set_app(&app);
+    ASSERT_TRUE(f.a->start().ok());
+    ASSERT_TRUE(f.b->start().ok());
+    ASSERT_TRUE(f.wait_done(std::chrono::seconds(60)));
+    const auto t0 = std::chrono::steady_clock::now();
+    const uint32_t h0 = app.hits.load();
+    ASSERT_TRUE(wait_until([&] { return app.hits.load() >= h0 + 10; }, std::chrono::seconds(20)));
+    const auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_LT(took, std::chrono::milliseconds(2500))
+        << "10 due polls took "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+        << " ms: the worker slept past the application's deadline";
+    f.a->stop();
+    f.b->stop();
+}
+
 TEST(Dataplane, BadConfigurationIsRefusedWithTheReason) {
     DataplaneConfig c;
     EXPECT_NE(Dataplane::create(c).error().message.find("no ports"), std::string::npos);
