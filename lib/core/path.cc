@@ -43,6 +43,9 @@ const PathTable &PathScorer::update(uint64_t /*now_ns*/, const PlaneCounters *c,
         through[p] = c[p].acked_pkts - before.acked_pkts + c[p].probes_ok - before.probes_ok;
         through_all += through[p];
     }
+    // Planes that can carry traffic at all: link up, not denied.
+    const uint8_t all = static_cast<uint8_t>((1u << planes_) - 1);
+    const uint8_t available = static_cast<uint8_t>(link_up_mask & ~table_.denied_mask & all);
     for (uint8_t p = 0; p < planes_; ++p) {
         const PlaneCounters &now = c[p];
         const PlaneCounters before = have_prev_ ? prev_[p] : PlaneCounters{};
@@ -83,23 +86,36 @@ const PathTable &PathScorer::update(uint64_t /*now_ns*/, const PlaneCounters *c,
         prev_losses_[p] = losses;
         const bool failing_evs = g.total[p] > 0 && double(g.assumed_bad[p] + g.denied[p]) >=
                                                        cfg_.fail_fraction * double(g.total[p]);
+        // Only while another plane is up: the last one the peer can be
+        // reached on stays, its EVs alone steer around what is broken in it.
+        const bool another_up = (available & ~down & ~bit) != 0;
         if (table_.denied_mask & bit) {
             // The operator's: its EVs count as denied, nothing to judge.
         } else if (!(down & bit)) {
-            if (failing_acks || failing_evs) {
+            if ((failing_acks || failing_evs) && another_up) {
                 down |= bit;
                 ++s.down_events;
             }
-        } else if (probes_ok >= cfg_.up_probe_replies && probes_lost == 0 && !failing_evs) {
+        } else if (probes_ok >= cfg_.up_probe_replies && probes_ok > probes_lost && !failing_evs) {
+            // Most probes answered: lost ones are EVs of dead paths in a
+            // plane that works, which its EV health deals with one by one.
             down &= static_cast<uint8_t>(~bit);
         }
+        prev_[p] = now;
+    }
+    // The other planes went (their links, the operator) while these were
+    // down: every plane the peer can still be reached on comes back, or
+    // nothing at all could be sent.
+    if (available != 0 && (available & ~down) == 0) down &= static_cast<uint8_t>(~available);
+    for (uint8_t p = 0; p < planes_; ++p) {
+        const uint8_t bit = static_cast<uint8_t>(1u << p);
+        PlaneScore &s = score_[p];
         if (table_.denied_mask & bit)
             s.state = PlaneState::kDenied;
         else if (!(link_up_mask & bit))
             s.state = PlaneState::kLinkDown;
         else
             s.state = (down & bit) ? PlaneState::kDown : PlaneState::kUp;
-        prev_[p] = now;
     }
     have_prev_ = true;
     if (down != table_.down_mask) {

@@ -14,14 +14,19 @@
 //
 // clang-format off
 //   state  | >= down_losses losses in two     | >= fail_fraction of | >= up_probe_replies  | operator | operator
-//          | periods, then packets or probes  | its EVs ASSUMED_BAD | probe replies and    | deny     | allow
-//          | sent and nothing acked/answered, | or DENIED           | none lost            |          |
-//          | while another plane got through  |                     |                      |          |
+//          | periods, then packets or probes  | its EVs ASSUMED_BAD | probe replies, more  | deny     | allow
+//          | sent and nothing acked/answered, | or DENIED           | than probes lost,    |          |
+//          | while another plane got through  |                     | EVs not failing      |          |
 //   -------+----------------------------------+---------------------+----------------------+----------+-----------------
 //   UP     | DOWN                             | DOWN                | UP                   | DENIED   | -
 //   DOWN   | DOWN                             | DOWN                | UP                   | DENIED   | -
 //   DENIED | DENIED                           | DENIED              | DENIED               | DENIED   | UP (QPs probe it first)
 // clang-format on
+//
+// DOWN only while another plane is up (link up, not denied, not DOWN):
+// the last plane to the peer stays, and its EVs steer around its dead
+// paths. When the planes that were up go (links, the operator), every DOWN
+// plane comes back UP at once.
 //
 // Losses are packets found lost from acks or by a timeout (PlaneCounters
 // lost_pkts). A period in which no plane got anything through is a

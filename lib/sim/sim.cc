@@ -162,6 +162,8 @@ void Simulator::final_check() {
             r_.guard_bytes_changed += buf[buf.size() - 1 - i] != kGuardByte;
         }
         if (q.errored) continue;  // an errored QP's slots may hold part of a message
+        const bool imm_done = !cfg_.work.write_imm || q.next_msn_expected == q.msgs_total;
+        if (q.completed != q.msgs_total || !imm_done) ++r_.qps_unfinished;
         for (uint64_t slot = 0; slot < depth && slot < q.msgs_total; ++slot) {
             // The last message that went to this slot.
             const uint64_t m = slot + (q.msgs_total - 1 - slot) / depth * depth;

@@ -165,6 +165,9 @@ struct SimResult {
     uint64_t final_slot_mismatches = 0;
     uint64_t guard_bytes_changed = 0;
     uint32_t qp_errors = 0;
+    // QPs that did not error yet did not complete every message (a QP
+    // stalled while the others finished or failed).
+    uint32_t qps_unfinished = 0;
     std::vector<std::string> qp_error_causes;
     uint64_t messages = 0;
     uint64_t imm_delivered = 0;

@@ -53,13 +53,73 @@ TEST(PathScorer, APlaneWhoseSendsAreAllLostGoesDownAndComesBackOnProbes) {
     const uint64_t g1 = s.table().generation;
     EXPECT_EQ(f.score(s).down_mask, 0b10);
     EXPECT_EQ(s.table().generation, g1);
-    // Probes answered, but one lost: not yet.
-    f.c[1].probes_ok += 3;
-    f.c[1].probes_lost += 1;
+    // Too few probes answered, or no more than were lost: not yet.
+    f.c[1].probes_ok += 2;
     EXPECT_EQ(f.score(s).down_mask, 0b10);
     f.c[1].probes_ok += 3;
+    f.c[1].probes_lost += 3;
+    EXPECT_EQ(f.score(s).down_mask, 0b10);
+    // Most answered: the lost ones are dead paths inside a working plane,
+    // for its EV health to avoid one by one.
+    f.c[1].probes_ok += 4;
+    f.c[1].probes_lost += 3;
     EXPECT_EQ(f.score(s).down_mask, 0);
     EXPECT_EQ(s.score(1).state, PlaneState::kUp);
+}
+
+// A plane with dead paths in it is not taken down when it is the only way
+// to the peer: every QP would stop, where EV health alone keeps the live
+// paths in use. One plane of two stays up when both look failing.
+TEST(PathScorer, TheLastPlaneThatReachesThePeerStaysUp) {
+    PathScorer one(ScorerConfig{}, 1);
+    Feed f;
+    f.links = 0b01;
+    f.period(0, 100, 60, 40);
+    f.g.assumed_bad[0] = 40;  // of 48: above three quarters
+    EXPECT_EQ(f.score(one).down_mask, 0);
+    EXPECT_EQ(one.score(0).state, PlaneState::kUp);
+    EXPECT_EQ(one.score(0).down_events, 0u);
+
+    PathScorer two(ScorerConfig{}, 2);
+    Feed g;
+    g.period(0, 100, 60, 40);
+    g.period(1, 100, 60, 40);
+    g.g.assumed_bad[0] = 40;
+    g.g.assumed_bad[1] = 40;
+    const uint8_t m = g.score(two).down_mask;
+    EXPECT_TRUE(m == 0b01 || m == 0b10) << int(m);
+    EXPECT_EQ(g.score(two).down_mask, m) << "and it stays so";
+}
+
+// The plane that stayed up goes away (its link, the operator) while the
+// other is down on the scorer's word: the down one comes back at once,
+// unproven, rather than leave the peer with nothing to send on.
+TEST(PathScorer, ADownPlaneComesBackWhenEveryOtherPlaneIsGone) {
+    PathScorer s(ScorerConfig{}, 2);
+    Feed f;
+    f.period(0, 100, 100, 0);
+    f.period(1, 20, 0, 5);
+    EXPECT_EQ(f.score(s).down_mask, 0b10);
+    f.c[1].tx_probes += 4;
+    f.c[1].probes_lost += 4;
+    f.period(0, 100, 100, 0);
+    EXPECT_EQ(f.score(s).down_mask, 0b10) << "still dead, and plane 0 carries the traffic";
+    f.links = 0b10;  // plane 0's link goes
+    f.c[1].tx_probes += 4;
+    f.c[1].probes_lost += 4;
+    EXPECT_EQ(f.score(s).down_mask, 0);
+    EXPECT_EQ(s.score(0).state, PlaneState::kLinkDown);
+    EXPECT_EQ(s.score(1).state, PlaneState::kUp);
+    // The same when the operator denies the plane that stayed.
+    PathScorer d(ScorerConfig{}, 2);
+    Feed g;
+    g.period(0, 100, 100, 0);
+    g.period(1, 20, 0, 5);
+    EXPECT_EQ(g.score(d).down_mask, 0b10);
+    d.deny_plane(0, true);
+    EXPECT_EQ(g.score(d).down_mask, 0);
+    EXPECT_EQ(d.score(0).state, PlaneState::kDenied);
+    EXPECT_EQ(d.score(1).state, PlaneState::kUp);
 }
 
 TEST(PathScorer, LossesWhileThePlaneStillDeliversAreAPathProblemNotAPlaneOne) {
