@@ -144,9 +144,21 @@ uint64_t Qp::rto_deadline_ns() const {
 uint64_t Qp::tlp_deadline_ns() const {
     // Not while timeouts are backing off: nothing came back for a probe to draw.
     if (!cfg_.loss.tlp || tx_head_ == kNil || tail_probe_out_ || rto_backoff_) return UINT64_MAX;
-    const uint64_t srtt = srtt_max_ns();
-    const uint64_t pto = (srtt ? 2 * srtt : rto_ns(0)) + cfg_.ack_delay_ns;
-    return std::max(last_data_tx_ns_, last_progress_ns_) + pto;
+    return std::max(last_data_tx_ns_, last_progress_ns_) + pto_ns();
+}
+
+// The probe timeout: two smoothed RTTs (RFC 8985 7.2), or the smoothed RTT
+// and four deviations where the RTT varies more than that (RFC 9002's
+// PTO): a receiver that is late by its usual jitter (a busy CPU, a worker
+// descheduled for a while) is not a tail loss. Plus the peer's ack delay.
+// The slowest plane decides: the probe stands for the QP's whole tail.
+uint64_t Qp::pto_ns() const {
+    uint64_t pto = 0;
+    for (uint8_t p = 0; p < peer_.planes; ++p) {
+        const PlaneRtt &r = known_rtt(p);
+        if (r.has_sample()) pto = std::max({pto, 2 * r.srtt_ns(), r.srtt_ns() + 4 * r.rttvar_ns()});
+    }
+    return (pto ? pto : rto_ns(0)) + cfg_.ack_delay_ns;
 }
 
 // The RTT a transmission on `plane` is expected to take now: the RTT of

@@ -220,6 +220,9 @@ class Qp {
     const PlaneRtt &rtt(uint8_t plane) const { return timing_[plane].rtt; }
     // The plane's retransmission timeout now, before any back-off.
     uint64_t rto_ns(uint8_t plane) const;
+    // The tail-loss probe's timeout: no ack progress and nothing sent for
+    // this long while packets are out sends the probe.
+    uint64_t pto_ns() const;
     // The reorder window loss detection allows on the plane now.
     uint64_t reorder_window_ns(uint8_t plane, uint64_t now_ns) const;
     // When something was last heard from the peer (any valid packet).

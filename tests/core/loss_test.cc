@@ -120,7 +120,15 @@ TEST(Loss, ATailLossProbeResendsTheLastPacketAndItsAckFindsTheRest) {
     const uint64_t progress_ns = h.now_ns;
     const uint64_t srtt = std::max(h.a.qp->rtt(0).srtt_ns(), h.a.qp->rtt(1).srtt_ns());
     ASSERT_GT(srtt, 0u);
-    const uint64_t pto = 2 * srtt + Harness::small_config().ack_delay_ns;
+    const uint64_t pto = h.a.qp->pto_ns();
+    EXPECT_GE(pto, 2 * srtt + Harness::small_config().ack_delay_ns);
+    for (uint8_t p = 0; p < 2; ++p) {
+        const PlaneRtt &r = h.a.qp->rtt(p);
+        if (r.has_sample()) {
+            EXPECT_GE(pto, r.srtt_ns() + 4 * r.rttvar_ns() + Harness::small_config().ack_delay_ns)
+                << "jitter of the usual size is not a tail loss";
+        }
+    }
     ASSERT_LT(pto, ack_timeout_ns(6)) << "the probe comes long before the timeout";
     h.advance(progress_ns + pto - 1000 - h.now_ns);
     EXPECT_TRUE(data_frames(h.drain(h.a)).empty()) << "not before the probe timeout";
