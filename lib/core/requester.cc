@@ -41,14 +41,24 @@ uint8_t Qp::allowed_planes() const {
 
 // Usable planes whose window has room for one more packet (a plane with
 // nothing in flight always has). With no usable plane at all, the planes
-// that are only waiting to be verified (the peer's bitmap or a probe):
-// never one that is denied, down or failed.
+// that are only waiting to be verified (the peer's bitmap or a probe); with
+// none of those either, the planes this QP found failed: its EV set steers
+// new data to the paths of the plane that still work (retiring the others
+// one by one), where waiting for the plane's probes could wait for ever
+// when most of its EVs are on dead paths. Never a plane that is denied,
+// whose link is down, or that the scorer took down (it never takes the
+// last one).
 uint8_t Qp::send_mask() const {
     uint8_t planes = usable_mask_;
     if (planes == 0) {
-        constexpr uint8_t kNoNewData = kPlaneDenied | kPlaneLink | kPlaneFailed | kPlaneTable;
-        for (uint8_t p = 0; p < peer_.planes; ++p)
-            if (!(plane_[p].down & kNoNewData)) planes |= static_cast<uint8_t>(1u << p);
+        constexpr uint8_t kNoNewData = kPlaneDenied | kPlaneLink | kPlaneTable;
+        uint8_t failed = 0;
+        for (uint8_t p = 0; p < peer_.planes; ++p) {
+            const uint8_t d = plane_[p].down;
+            if (d & kNoNewData) continue;
+            (d & kPlaneFailed ? failed : planes) |= static_cast<uint8_t>(1u << p);
+        }
+        if (planes == 0) planes = failed;
     }
     uint8_t m = 0;
     for (uint8_t p = 0; p < peer_.planes; ++p)

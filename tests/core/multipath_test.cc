@@ -270,6 +270,34 @@ TEST(Multipath, APlaneWhoseEvsAllTimeOutIsLeftAndProbedBack) {
     EXPECT_EQ(h.a.qp->counters().plane_recoveries, 1u);
 }
 
+// The plane this QP found failed is the only one left (the other's link
+// went down): new data goes to it rather than nowhere, and the EV set
+// steers it. (With most of a plane's EVs on dead paths its probes are
+// never all answered, so waiting for them could wait for ever.)
+TEST(Multipath, AFailedPlaneStillCarriesNewDataWhenNothingElseIsLeft) {
+    Harness h;
+    ASSERT_EQ(h.write(16 * 1024), PostResult::kOk);
+    auto d = h.drain(h.a);
+    h.deliver_all(h.b, on_plane(d, 0));
+    h.deliver_all(h.a, h.drain(h.b));
+    h.advance(kRto + 2000);
+    ASSERT_TRUE(h.a.qp->plane_down_reasons(1) & Qp::kPlaneFailed);
+    h.deliver_all(h.b, data_frames(h.drain(h.a)));
+    h.deliver_all(h.a, h.drain(h.b));
+    h.a.ep->set_plane_up(0, false);  // and now plane 0's link goes
+    h.advance(1000);
+    ASSERT_EQ(h.write(4 * 1024, 65536, 2), PostResult::kOk);
+    const auto f = data_frames(h.drain(h.a));
+    EXPECT_EQ(h.a.qp->usable_planes(), 0);
+    EXPECT_TRUE(h.a.qp->plane_down_reasons(0) & Qp::kPlaneLink);
+    ASSERT_EQ(f.size(), 4u) << "sent, not held until a probe is answered";
+    for (const auto &x : f)
+        EXPECT_EQ(x.plane, 1);
+    h.deliver_all(h.b, f);
+    h.deliver_all(h.a, h.drain(h.b));
+    EXPECT_EQ(h.completions().size(), 2u);
+}
+
 TEST(Multipath, ThePeersPlaneStatusInAcksStopsUseOfThatPlane) {
     Harness h;
     h.b.ep->set_plane_up(1, false);  // B's port on plane 1 goes down
