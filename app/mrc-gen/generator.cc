@@ -85,6 +85,7 @@ void Generator::create_qps() {
     qcfg_.mtu_payload_bytes = dp_->max_payload_bytes();
     qcfg_.max_send_wr = std::max<uint32_t>(64, 2 * o_.depth);
     qcfg_.ev.evs = o_.evs_per_plane * planes_;
+    (void)parse_ev_range(o_.ev_range, &qcfg_.ev);  // checked with the options
     qcfg_.ev.min_active = std::min<uint32_t>(qcfg_.ev.min_active, qcfg_.ev.evs);
     qcfg_.ev.seed = static_cast<uint64_t>(::getpid());
     qcfg_.cc.algo = o_.cc == "fixed" ? CcAlgo::kFixed : CcAlgo::kNscc;

@@ -55,6 +55,7 @@ struct Options {
     std::string cc = "nscc";
     double line_gbps = 25;
     uint32_t evs_per_plane = 16;
+    std::string ev_range = "49152-65535";  // UDP source ports EVs are drawn from
     std::string idle = "busy";
     uint32_t idle_spin_us = 1000;
     bool zero_copy = false;

@@ -51,6 +51,14 @@ void add_options(CLI::App &cli, Options &o) {
     cli.add_option("--evs-per-plane", o.evs_per_plane, "entropy values per plane and QP")
         ->check(CLI::Range(1u, 1024u))
         ->capture_default_str();
+    cli.add_option("--ev-range", o.ev_range,
+                   "UDP source ports the entropy values are drawn from, FIRST-LAST")
+        ->check([](const std::string &s) {
+            EvConfig c;
+            auto r = parse_ev_range(s, &c);
+            return r ? std::string() : r.error().message;
+        })
+        ->capture_default_str();
     cli.add_option(
            "--idle", o.idle,
            "busy (poll without pause), yield (sched_yield when idle), sleep (share the CPU) or "

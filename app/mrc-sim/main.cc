@@ -186,6 +186,7 @@ int main(int argc, char **argv) {
     std::string cc_scope = "qp";
     double series_us = 0, score_us = double(c.scorer.period_ns) / 1000, victim_start_us = 0;
     double probe_us = double(c.qp.ev.probe_interval_ns) / 1000;
+    std::string ev_range = "49152-65535";
     uint32_t cwnd_kb = 0, probe_successes = c.qp.ev.probe_successes;
     std::string retry_mode = "exponential", rto = "adaptive";
     uint32_t timeout_exp = c.qp.retry.timeout_exp, retry_limit = c.qp.retry.limit;
@@ -215,6 +216,14 @@ int main(int argc, char **argv) {
     cli.add_option("--seed", c.seed, "seed of every random choice");
     cli.add_option("--mtu", c.qp.mtu_payload_bytes, "payload bytes per packet");
     cli.add_option("--evs", c.qp.ev.evs, "active EVs per QP, a multiple of the planes");
+    cli.add_option("--ev-range", ev_range,
+                   "UDP source ports the entropy values are drawn from, FIRST-LAST")
+        ->check([](const std::string &s) {
+            EvConfig e;
+            auto r = parse_ev_range(s, &e);
+            return r ? std::string() : r.error().message;
+        })
+        ->capture_default_str();
     cli.add_option("--backup-evs", c.qp.ev.backup_per_plane,
                    "spare EVs per plane, replacing its retired EVs");
     cli.add_option("--ev-floor", c.qp.ev.min_active,
@@ -309,6 +318,7 @@ int main(int argc, char **argv) {
     if (c.run_scorer) c.scorer.period_ns = uint64_t(score_us * 1000);
     c.work.victim_start_ns = uint64_t(victim_start_us * 1000);
     c.qp.ev.probe_interval_ns = uint64_t(probe_us * 1000);
+    (void)parse_ev_range(ev_range, &c.qp.ev);  // checked with the options
     if (probe_successes < 1 || probe_successes > 255)
         return usage("--probe-successes must be in [1, 255]");
     c.qp.ev.probe_successes = uint8_t(probe_successes);

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <set>
 
+#include "core/ev.h"
+
 namespace mrc::mrcd {
 
 Result<uint32_t> parse_ip(const std::string &s) {
@@ -222,6 +224,10 @@ Result<DaemonConfig> load_config(const std::string &path, const std::string &tex
         if (auto r = t.number("line_gbps", &c.qp.cc.nscc.line_rate_gbps, 0.001, 10'000); !r)
             return in_file(r);
         if (auto r = t.whole("evs_per_plane", &c.evs_per_plane, 1, 1024); !r) return in_file(r);
+        std::string ev_range = "49152-65535";
+        if (auto r = t.string("ev_range", &ev_range); !r) return in_file(r);
+        if (auto r = parse_ev_range(ev_range, &c.qp.ev); !r)
+            return Error{prefix + "[qp]: ev_range: " + r.error().message};
         std::string rto = "adaptive";
         if (auto r = t.string("rto", &rto); !r) return in_file(r);
         if (rto != "adaptive" && rto != "fixed")
@@ -284,6 +290,12 @@ Result<DaemonConfig> load_config(const std::string &path, const std::string &tex
     // Last, so that any other mistake in the file is named first.
     if (c.plane_ip.empty())
         return Error{prefix + "no [[plane]]: give one per port, each with its ip"};
+    // What every QP will be given: refused here, not at each connection.
+    EvConfig ev = c.qp.ev;
+    const auto planes = static_cast<uint32_t>(c.plane_ip.size());
+    ev.evs = c.evs_per_plane * planes;
+    ev.min_active = std::min(ev.min_active, ev.evs);
+    if (auto r = EvSet::check(ev, planes); !r) return Error{prefix + "[qp]: " + r.error().message};
     return c;
 }
 

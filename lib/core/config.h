@@ -64,6 +64,12 @@ struct EvConfig {
     uint32_t backup_per_plane = 8;  // spares of each plane: they replace its retired EVs
     uint32_t min_active = 8;  // floor: never fewer active EVs that are not ASSUMED_BAD or DENIED
     uint64_t seed = 1;
+    // The UDP source ports EVs are drawn from, inclusive: by default the
+    // dynamic range, as RoCEv2 draws its source ports, so that no EV is a
+    // port another protocol is registered on (captures decode as MRC, and
+    // fabrics treat the traffic like RoCEv2's).
+    uint16_t ev_min = 49152;
+    uint16_t ev_max = 65535;
     uint64_t skip_ns = 16000;                  // an ECN echo makes the EV SKIP for this long...
     uint8_t skip_max_doublings = 3;            // ...doubled per mark in a row, up to 2^this times
     uint8_t trim_skip_factor = 4;              // a trimmed-packet NACK skips this many times longer

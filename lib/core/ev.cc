@@ -31,6 +31,38 @@ const char *to_string(RevState s) {
     return "?";
 }
 
+namespace {
+
+uint32_t range_size(const EvConfig &c) {
+    return uint32_t{c.ev_max} - c.ev_min + 1;
+}
+
+}  // namespace
+
+Result<void> parse_ev_range(std::string_view s, EvConfig *c) {
+    const auto dash = s.find('-');
+    auto number = [](std::string_view t, uint16_t *out) {
+        if (t.empty() || t.size() > 5) return false;
+        uint32_t v = 0;
+        for (const char ch : t) {
+            if (ch < '0' || ch > '9') return false;
+            v = v * 10 + uint32_t(ch - '0');
+        }
+        if (v == 0 || v > 65535) return false;
+        *out = static_cast<uint16_t>(v);
+        return true;
+    };
+    uint16_t lo = 0, hi = 0;
+    if (dash == std::string_view::npos || !number(s.substr(0, dash), &lo) ||
+        !number(s.substr(dash + 1), &hi) || lo > hi)
+        return Error{"EV range \"" + std::string(s) +
+                     "\": want FIRST-LAST, UDP ports in [1, 65535], FIRST <= LAST (default "
+                     "49152-65535)"};
+    c->ev_min = lo;
+    c->ev_max = hi;
+    return ok();
+}
+
 Result<void> EvSet::check(const EvConfig &c, uint32_t planes) {
     if (planes == 0 || planes > kMaxPlanes)
         return Error{"planes must be in [1, " + std::to_string(kMaxPlanes) + "]"};
@@ -39,6 +71,14 @@ Result<void> EvSet::check(const EvConfig &c, uint32_t planes) {
         return Error{"EVs must split evenly over the planes (a multiple of them)"};
     if (c.evs + c.backup_per_plane * planes > kMaxEvs)
         return Error{"more than 4096 EVs (active + backup)"};
+    if (c.ev_min == 0 || c.ev_min > c.ev_max)
+        return Error{"the EV range must be within [1, 65535], its first port not above its last"};
+    if (uint32_t{c.ev_max} - c.ev_min + 1 <
+        c.evs + (c.backup_per_plane + kReverseEvsPerPlane) * planes)
+        return Error{"the EV range " + std::to_string(c.ev_min) + "-" + std::to_string(c.ev_max) +
+                     " holds fewer ports than the " +
+                     std::to_string(c.evs + (c.backup_per_plane + kReverseEvsPerPlane) * planes) +
+                     " distinct EVs a QP draws (active, spares and 4 reverse per plane)"};
     if (c.min_active > c.evs)
         return Error{"the bad-EV floor (min_active) exceeds the number of EVs"};
     if (c.probe_successes == 0) return Error{"probe_successes must be at least 1"};
@@ -78,7 +118,7 @@ void EvSet::init(const EvConfig &cfg, uint32_t planes, uint64_t seed, EvGauges *
     std::vector<uint8_t> used(65536, 0);
     auto draw = [&] {
         for (;;) {
-            const auto v = static_cast<uint16_t>(1024 + rng.below(65536 - 1024));
+            const auto v = static_cast<uint16_t>(cfg.ev_min + rng.below(range_size(cfg)));
             if (!used[v]) {
                 used[v] = 1;
                 return v;
@@ -445,7 +485,7 @@ void EvSet::allow(uint32_t i, uint64_t now_ns) {
 }
 
 uint16_t EvSet::draw_reverse() {
-    return static_cast<uint16_t>(1024 + rng_.below(65536 - 1024));
+    return static_cast<uint16_t>(cfg_.ev_min + rng_.below(range_size(cfg_)));
 }
 
 uint16_t EvSet::next_reverse_ev(uint8_t plane) {

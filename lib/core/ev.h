@@ -49,6 +49,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
@@ -135,6 +136,11 @@ struct EvStateCounts {
     }
 };
 
+// "FIRST-LAST" (e.g. "49152-65535") into cfg's ev_min / ev_max; the error
+// names what is wrong. Whether the range is large enough for a QP is
+// EvSet::check's.
+Result<void> parse_ev_range(std::string_view s, EvConfig *cfg);
+
 class EvSet {
   public:
     EvSet() = default;
@@ -144,7 +150,7 @@ class EvSet {
 
     // Whether `cfg` can work on `planes` planes; the error says why not.
     static Result<void> check(const EvConfig &cfg, uint32_t planes);
-    // Draws cfg.evs + planes x cfg.backup_per_plane distinct EVs from [1024, 65535] with
+    // Draws cfg.evs + planes x cfg.backup_per_plane distinct EVs from [ev_min, ev_max] with
     // `seed` (check() must have passed). `gauges` (may be null) is kept current.
     void init(const EvConfig &cfg, uint32_t planes, uint64_t seed, EvGauges *gauges = nullptr);
     // Takes this set's EVs out of the gauges (before destruction or re-init).

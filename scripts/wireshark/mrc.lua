@@ -7,10 +7,13 @@
 -- or copy it to ~/.local/lib/wireshark/plugins/. The UDP port (4797 by
 -- default) is a preference: Edit > Preferences > Protocols > MRC.
 --
--- The UDP source port is MRC's entropy value, drawn from [1024, 65535], so
--- it often equals a port another dissector is registered on (BATMAN's
--- 4305, SIP's 5060, ...), and Wireshark gives a datagram to the dissector
--- of its lower port. Turn on UDP's "Try heuristic sub-dissectors first"
+-- The UDP source port is MRC's entropy value, by default drawn from the
+-- dynamic range 49152-65535 (as RoCEv2's), above the MRC port, so Wireshark
+-- gives the datagram to the MRC port's dissector (the lower port's). A
+-- sender configured with a wider range (ev_range / --ev-range) may use an
+-- EV below the MRC port that another dissector is registered on (BATMAN's
+-- 4305, ...), which then wins; for such captures turn on
+-- UDP's "Try heuristic sub-dissectors first"
 -- (-o udp.try_heuristic_first:TRUE): this script's heuristic then claims
 -- every datagram to the MRC port whose base header is MRC's.
 --

@@ -40,7 +40,7 @@ TEST(EvSet, SplitsEvenlyWithSparesAndDistinctValues) {
     uint32_t active[4] = {}, spare[4] = {};
     for (const EvEntry &e : s.entries()) {
         seen.insert(e.ev);
-        EXPECT_GE(e.ev, 1024);
+        EXPECT_GE(e.ev, 49152) << "the dynamic port range by default, as RoCEv2";
         EXPECT_EQ(e.state, EvState::kGood);
         ++(e.active ? active : spare)[e.plane];
     }
@@ -53,6 +53,7 @@ TEST(EvSet, SplitsEvenlyWithSparesAndDistinctValues) {
     for (uint8_t p = 0; p < 4; ++p)
         for (uint32_t i = 0; i < EvSet::kReverseEvsPerPlane; ++i) {
             EXPECT_EQ(seen.count(s.reverse_ev(p, i)), 0u) << "ack EVs are separate";
+            EXPECT_GE(s.reverse_ev(p, i), 49152);
             rev.insert(s.reverse_ev(p, i));
         }
     EXPECT_EQ(rev.size(), 4 * EvSet::kReverseEvsPerPlane);
@@ -81,6 +82,48 @@ TEST(EvSet, ConfigurationsThatCannotWorkAreNamed) {
     c.probe_successes = 0;
     EXPECT_NE(why_not(EvSet::check(c, 4)), "");
     EXPECT_EQ(why_not(EvSet::check(cfg(), 4)), "");
+}
+
+// Every EV a QP ever uses (active, spares, reverse, and the reverse EVs
+// that replace failed ones) comes from the configured range, even one
+// that holds exactly as many ports as the QP draws.
+TEST(EvSet, EvsComeFromTheConfiguredRangeAndATooSmallOneIsRefused) {
+    EvConfig c = cfg(8, 2, 2);
+    ASSERT_TRUE(parse_ev_range("3000-3031", &c).ok());
+    EXPECT_EQ(c.ev_min, 3000);
+    EXPECT_EQ(c.ev_max, 3031);
+    // 8 active + 2 x 4 spares + 4 x 4 reverse = 32 distinct: an exact fit.
+    EXPECT_EQ(why_not(EvSet::check(c, 4)), "");
+    EvSet s;
+    s.init(c, 4, 7);
+    std::set<uint16_t> all;
+    for (const EvEntry &e : s.entries())
+        all.insert(e.ev);
+    for (uint8_t p = 0; p < 4; ++p)
+        for (uint32_t i = 0; i < EvSet::kReverseEvsPerPlane; ++i)
+            all.insert(s.reverse_ev(p, i));
+    EXPECT_EQ(all.size(), 32u) << "distinct";
+    EXPECT_EQ(*all.begin(), 3000);
+    EXPECT_EQ(*all.rbegin(), 3031);
+    for (int k = 0; k < 200; ++k) {  // reverse EVs replaced after lost probes
+        s.on_reverse_probe_lost(uint8_t(k % 4), uint32_t(k % EvSet::kReverseEvsPerPlane));
+        const uint16_t r = s.reverse_ev(uint8_t(k % 4), uint32_t(k % EvSet::kReverseEvsPerPlane));
+        EXPECT_GE(r, 3000);
+        EXPECT_LE(r, 3031);
+    }
+    c.ev_max = 3030;
+    EXPECT_NE(why_not(EvSet::check(c, 4)).find("holds fewer ports than the 32"), std::string::npos)
+        << why_not(EvSet::check(c, 4));
+    c.ev_min = 0;
+    EXPECT_NE(why_not(EvSet::check(c, 4)), "") << "port 0 is no source port";
+    // The range as text: FIRST-LAST, both real ports, in order.
+    EvConfig d;
+    EXPECT_TRUE(parse_ev_range("1-65535", &d).ok());
+    EXPECT_TRUE(parse_ev_range("49152-49152", &d).ok());
+    for (const char *bad : {"", "49152", "-65535", "49152-", "65535-49152", "0-100", "1-65536",
+                            "a-b", "1000 - 2000", "100000-100001", "1-2-3", "+5-9"})
+        EXPECT_FALSE(parse_ev_range(bad, &d).ok()) << bad;
+    EXPECT_NE(parse_ev_range("9-3", &d).error().message.find("FIRST-LAST"), std::string::npos);
 }
 
 TEST(EvSet, WalkVisitsEveryEvOncePerPassPlanesBalancedOrderReshuffled) {

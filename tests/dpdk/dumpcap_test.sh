@@ -92,7 +92,9 @@ for p in "${pids[@]}"; do stop "$p"; wait "$p" 2>/dev/null || true; done
 pids=()
 # Every frame decodes as MRC: data arriving at the server and its acks.
 # (The client was stopped mid-run: its status is not this test's business.)
-tshark -X "lua_script:$lua" -o udp.try_heuristic_first:TRUE -r "$work/dump.pcapng" -T fields -e mrc.opcode -e _ws.malformed \
+# Wireshark's defaults, no heuristic first: with EVs from the dynamic port
+# range (49152-65535) the MRC port is always the lower one.
+tshark -X "lua_script:$lua" -r "$work/dump.pcapng" -T fields -e mrc.opcode -e _ws.malformed \
   2>/dev/null >"$work/ops.txt"
 python3 - "$work/ops.txt" <<'PY'
 import collections, sys

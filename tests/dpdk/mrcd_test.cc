@@ -931,6 +931,9 @@ TEST(Mrcd, BadConfigurationsAreRefusedByName) {
         {"[deamon]\n", "unknown table 'deamon'"},
         {"[daemon\n", "line 1"},
         {"[daemon]\nmax_clients = 4\n", "no [[plane]]"},
+        {"[qp]\nev_range = \"9-3\"\n", "ev_range"},
+        {"[[plane]]\nip = \"10.0.0.1\"\n[qp]\nevs_per_plane = 16\nev_range = \"50000-50010\"\n",
+         "holds fewer ports"},
     };
     int i = 0;
     for (const auto &[text, want] : bad) {

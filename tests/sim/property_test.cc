@@ -280,6 +280,11 @@ TEST(SimProperties, SeedsThatOnceFailed) {
     // was blamed, and the probe replies took dead EVs; the peer timeout
     // failed the QP of a peer that was alive.
     run_everything(566969731276, 1, m);
+    // (The same seed with EVs from 49152-65535: 12 of the 13 EVs on the
+    // dead path. The QP failed its only plane, and its plane probes, on
+    // those EVs in turn, were never answered three times in a row: it held
+    // its new data for ever. A failed plane now carries new data when no
+    // other plane is left.)
     // 2 planes x 1 path: plane 1 dead both ways for good, plane 0 down for
     // its first 157 us. Each timeout judged one of the packets lost in
     // plane 0's outage and resent it on plane 1; those resends never came
