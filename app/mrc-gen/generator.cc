@@ -3,9 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 #include <random>
+#include <string_view>
 
 #include "pattern.h"
 #include "port/eal.h"
@@ -169,6 +172,8 @@ void Generator::connect_qps(const Side &peer) {
             a.src_ip = local_ips_[p];
             a.dst_ip = peer.ips[p];
             a.dst_port = o_.mrc_port;
+            a.dscp = dscp_data_[p];
+            a.dscp_control = dscp_control_[p];
         }
         if (auto r = g.qp->to_rtr(qp, Psn(peer.psns[i])); !r) die(r.error().message);
         if (auto r = g.qp->to_rts(Psn(me_.psns[i])); !r) die(r.error().message);
@@ -251,6 +256,15 @@ void Generator::run() {
     slots_ = 2 * std::max<uint32_t>(o_.depth, 1);
     setup_dataplane();
     local_ips_ = local_ips(planes_);
+    const auto dscp = [](std::string_view s) -> std::optional<uint8_t> {
+        unsigned v = 0;
+        const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (r.ec != std::errc() || r.ptr != s.data() + s.size() || s.empty() || v > 63)
+            return std::nullopt;
+        return static_cast<uint8_t>(v);
+    };
+    dscp_data_ = per_plane<uint8_t>(o_.dscp_data, planes_, "--dscp-data", dscp);
+    dscp_control_ = per_plane<uint8_t>(o_.dscp_control, planes_, "--dscp-control", dscp);
     if (!o_.peer_ip.empty())
         peer_ips_override_ =
             per_plane<uint32_t>(o_.peer_ip, planes_, "--peer-ip", wire::parse_ipv4);

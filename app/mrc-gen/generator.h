@@ -38,6 +38,8 @@ struct Options {
     std::string role;
     std::vector<std::string> ports;
     std::vector<std::string> local_ip;
+    std::vector<std::string> dscp_data{"0"};     // DSCP of data, one or one per plane
+    std::vector<std::string> dscp_control{"0"};  // of acks, NACKs and probes
     std::vector<std::string> peer_ip;
     std::vector<std::string> peer_mac;
     std::string oob = "127.0.0.1:18515";
@@ -169,6 +171,7 @@ class Generator {
     uint32_t slots_ = 0;
     uint8_t planes_ = 0;
     std::vector<uint32_t> local_ips_;
+    std::vector<uint8_t> dscp_data_, dscp_control_;
     std::vector<uint32_t> peer_ips_override_;
     std::vector<wire::MacAddr> peer_macs_override_;
     Side me_;

@@ -11,6 +11,11 @@ void add_options(CLI::App &cli, Options &o) {
     cli.add_option("--port", o.ports, "a DPDK port per plane (name or devargs); default: all")
         ->take_all();
     cli.add_option("--local-ip", o.local_ip, "this end's IPv4 address, one or one per plane");
+    cli.add_option("--dscp-data", o.dscp_data, "DSCP (0-63) of data packets, one or one per plane")
+        ->capture_default_str();
+    cli.add_option("--dscp-control", o.dscp_control,
+                   "DSCP (0-63) of acks, NACKs and probes, one or one per plane")
+        ->capture_default_str();
     cli.add_option("--peer-ip", o.peer_ip, "the peer's IPv4 address(es): checked against the peer");
     cli.add_option("--peer-mac", o.peer_mac,
                    "the peer's MAC per plane (default: the peer's ports)");

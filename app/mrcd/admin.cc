@@ -135,6 +135,8 @@ std::string Daemon::admin_ports() {
             health = "failed (scorer)";
         json j = app::plane_json(*dp_, s, p);
         j["ip"] = wire::ipv4_string(cfg_.plane_ip[p]);
+        const DaemonConfig::PlaneDscp &d = cfg_.plane_dscp[p];
+        j["dscp"] = {{"data", d.data}, {"control", d.control}, {"cm", d.cm}};
         j["health"] = health;
         j["denied"] = denied;
         j["evs_total"] = s.gauges.total[p];

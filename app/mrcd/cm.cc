@@ -69,6 +69,7 @@ void Daemon::send_cm(const wire::CmFields &f, uint8_t plane_mask, const uint32_t
         a.src_ip = cfg_.plane_ip[p];
         a.dst_ip = dst_ip[p];
         a.dst_port = dp_->config().mrc_port;
+        a.dscp = cfg_.plane_dscp[p].cm;
         std::vector<uint8_t> frame(wire::kCmBytes);
         wire::write_cm(frame.data(), a, kCmEv, f);
         send.frames.emplace_back(p, std::move(frame));
@@ -188,6 +189,8 @@ cmd::ConnectQp Daemon::connect_command(QpRec &r, const wire::CmFields &f, uint32
         a.src_ip = cfg_.plane_ip[p];
         a.dst_ip = f.ip[p];
         a.dst_port = dp_->config().mrc_port;
+        a.dscp = cfg_.plane_dscp[p].data;
+        a.dscp_control = cfg_.plane_dscp[p].control;
     }
     return c;
 }

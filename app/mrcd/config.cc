@@ -203,10 +203,15 @@ Result<DaemonConfig> load_config(const std::string &path, const std::string &tex
             Table t(e.as_table(), where);
             std::string ip;
             if (auto r = t.string("ip", &ip); !r) return in_file(r);
+            DaemonConfig::PlaneDscp d;
+            if (auto r = t.whole("dscp_data", &d.data, 0, 63); !r) return in_file(r);
+            if (auto r = t.whole("dscp_control", &d.control, 0, 63); !r) return in_file(r);
+            if (auto r = t.whole("dscp_cm", &d.cm, 0, 63); !r) return in_file(r);
             if (auto r = t.done(); !r) return in_file(r);
             auto v = parse_ip(ip);
             if (!v) return Error{prefix + where + ": ip: " + v.error().message};
             c.plane_ip.push_back(*v);
+            c.plane_dscp.push_back(d);
         }
     } else if (root.contains("plane")) {
         return Error{prefix + "plane must be an array of tables: [[plane]]"};

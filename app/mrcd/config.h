@@ -34,6 +34,12 @@ struct DaemonConfig {
     dp::DataplaneConfig dp;
     // [[plane]]: this host's IPv4 address on each plane, in port order.
     std::vector<uint32_t> plane_ip;
+    // [[plane]]: the traffic classes (DSCP) of what this host sends on each
+    // plane: data, its control packets (acks, NACKs, probes), CM frames.
+    struct PlaneDscp {
+        uint8_t data = 0, control = 0, cm = 0;
+    };
+    std::vector<PlaneDscp> plane_dscp;
     // [qp]
     QpConfig qp;
     uint32_t evs_per_plane = 16;

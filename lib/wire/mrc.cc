@@ -5,7 +5,7 @@ namespace mrc::wire {
 namespace {
 
 // Ethernet + IPv4 + UDP for an MRC packet of `mrc_bytes` after UDP.
-void write_l2_l4(uint8_t *buf, const MrcAddr &a, uint16_t ev, uint32_t mrc_bytes) {
+void write_l2_l4(uint8_t *buf, const MrcAddr &a, uint16_t ev, uint32_t mrc_bytes, uint8_t dscp) {
     UdpFrameSpec s;
     s.src_mac = a.src_mac;
     s.dst_mac = a.dst_mac;
@@ -13,7 +13,7 @@ void write_l2_l4(uint8_t *buf, const MrcAddr &a, uint16_t ev, uint32_t mrc_bytes
     s.dst_ip = a.dst_ip;
     s.src_port = ev;
     s.dst_port = a.dst_port;
-    s.tos = static_cast<uint8_t>((a.dscp << 2) | kEcnEct0);
+    s.tos = static_cast<uint8_t>((dscp << 2) | kEcnEct0);
     write_eth_ipv4_udp(buf, s, static_cast<uint16_t>(mrc_bytes));
 }
 
@@ -67,7 +67,7 @@ uint16_t write_data(uint8_t *buf, const MrcAddr &a, uint16_t ev, const DataField
                     uint32_t payload_bytes) {
     const bool with_imm = f.opcode == Opcode::kWriteImm && (f.flags & kFlagLast);
     const uint32_t hdr = static_cast<uint32_t>(with_imm ? kDataImmHdrBytes : kDataHdrBytes);
-    write_l2_l4(buf, a, ev, hdr - kEthIpv4UdpBytes + payload_bytes);
+    write_l2_l4(buf, a, ev, hdr - kEthIpv4UdpBytes + payload_bytes, a.dscp);
     write_base(buf, f.opcode, f.flags, f.dst_qpn, f.psn);
     auto *d = reinterpret_cast<DataHdr *>(buf + kEthIpv4UdpBytes + sizeof(BaseHdr));
     d->msn.set(f.msn);
@@ -86,7 +86,7 @@ uint16_t write_data(uint8_t *buf, const MrcAddr &a, uint16_t ev, const DataField
 }
 
 uint16_t write_sack(uint8_t *buf, const MrcAddr &a, uint16_t ev, const SackFields &f) {
-    write_l2_l4(buf, a, ev, kSackBytes - kEthIpv4UdpBytes);
+    write_l2_l4(buf, a, ev, kSackBytes - kEthIpv4UdpBytes, a.dscp_control);
     write_base(buf, Opcode::kSack, 0, f.dst_qpn, f.cum_psn);
     auto *s = reinterpret_cast<SackHdr *>(buf + kEthIpv4UdpBytes + sizeof(BaseHdr));
     s->reserved0 = 0;
@@ -102,7 +102,7 @@ uint16_t write_sack(uint8_t *buf, const MrcAddr &a, uint16_t ev, const SackField
 }
 
 uint16_t write_nack(uint8_t *buf, const MrcAddr &a, uint16_t ev, const NackFields &f) {
-    write_l2_l4(buf, a, ev, kNackBytes - kEthIpv4UdpBytes);
+    write_l2_l4(buf, a, ev, kNackBytes - kEthIpv4UdpBytes, a.dscp_control);
     write_base(buf, Opcode::kNack, 0, f.dst_qpn, f.psn);
     auto *n = reinterpret_cast<NackHdr *>(buf + kEthIpv4UdpBytes + sizeof(BaseHdr));
     n->reason = static_cast<uint8_t>(f.reason);
@@ -118,7 +118,7 @@ uint16_t write_nack(uint8_t *buf, const MrcAddr &a, uint16_t ev, const NackField
 }
 
 uint16_t write_probe(uint8_t *buf, const MrcAddr &a, uint16_t ev, const ProbeFields &f) {
-    write_l2_l4(buf, a, ev, kProbeBytes - kEthIpv4UdpBytes);
+    write_l2_l4(buf, a, ev, kProbeBytes - kEthIpv4UdpBytes, a.dscp_control);
     write_base(buf, f.reply ? Opcode::kProbeReply : Opcode::kProbe, 0, f.dst_qpn, Psn(0));
     auto *p = reinterpret_cast<ProbeHdr *>(buf + kEthIpv4UdpBytes + sizeof(BaseHdr));
     p->probe_id.set(f.probe_id);

@@ -166,7 +166,11 @@ struct MrcAddr {
     uint32_t src_ip = 0;  // host order
     uint32_t dst_ip = 0;
     uint16_t dst_port = kDefaultMrcPort;
-    uint8_t dscp = 0;  // DSCP (upper 6 bits of TOS); ECT(0) is always set
+    // Traffic classes (DSCP, the upper 6 bits of TOS; ECT(0) is always set):
+    // of data packets, and of what controls them (acks, NACKs, probes and
+    // probe replies), which switches commonly queue apart and ahead.
+    uint8_t dscp = 0;
+    uint8_t dscp_control = 0;
 };
 
 struct DataFields {

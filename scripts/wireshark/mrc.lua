@@ -64,6 +64,10 @@ f.reserved = ProtoField.bytes("mrc.reserved", "Reserved")
 f.dst_qpn = ProtoField.uint24("mrc.dst_qpn", "Destination QPN", base.DEC_HEX)
 f.psn = ProtoField.uint24("mrc.psn", "PSN", base.DEC)
 f.ev = ProtoField.uint16("mrc.ev", "Entropy value (UDP source port)", base.DEC)
+local classes = { [0] = "data", [1] = "control", [2] = "connection management" }
+f.class = ProtoField.uint8("mrc.class", "Traffic class", base.DEC, classes)
+f.dscp = ProtoField.uint8("mrc.dscp", "DSCP (of the IPv4 header)", base.DEC)
+f.ect = ProtoField.bool("mrc.ect", "ECN-capable transport (ECT)")
 -- DataHdr, RETH, ImmHdr
 f.msn = ProtoField.uint32("mrc.msn", "Message sequence number", base.DEC)
 f.msg_offset = ProtoField.uint32("mrc.msg_offset", "Message offset", base.DEC)
@@ -122,6 +126,8 @@ local prefs = mrc.prefs
 prefs.udp_port = Pref.uint("UDP port", DEFAULT_PORT, "UDP destination port of MRC")
 
 local udp_srcport = Field.new("udp.srcport")
+local ip_dscp = Field.new("ip.dsfield.dscp")
+local ip_ecn = Field.new("ip.dsfield.ecn")
 
 local BASE, DATA, RETH, IMM, SACK, NACK, PROBE = 12, 12, 16, 8, 24, 16, 12
 
@@ -364,6 +370,21 @@ function mrc.dissector(tvb, pinfo, tree)
     t:add(f.psn, tvb(9, 3))
     local sp = udp_srcport()
     if sp then t:add(f.ev, sp.range, sp.value):set_generated() end
+    -- The traffic class: data, control (acks, NACKs, probes) or CM, each
+    -- with a DSCP of its own (the sender's configuration); MRC's data and
+    -- control packets are ECN-capable, CM frames are not.
+    local ds, ecn = ip_dscp(), ip_ecn()
+    if ds and ecn then
+        local is_data = opcode == 0x01 or opcode == 0x02
+        local cls = is_data and 0 or (is_cm and 2 or 1)
+        t:add(f.class, cls):set_generated()
+        t:add(f.dscp, ds.range, ds.value):set_generated()
+        local et = t:add(f.ect, ecn.range, ecn.value ~= 0)
+        et:set_generated()
+        if cls ~= 2 and ecn.value == 0 then
+            et:add_proto_expert_info(e_proto, "MRC data and control packets are sent ECN-capable")
+        end
+    end
 
     local name = opcodes[opcode]
     if name == nil then

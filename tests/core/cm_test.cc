@@ -37,7 +37,10 @@ CmFields connect_fields() {
 
 TEST(CmWire, ConnectRoundTrip) {
     std::vector<uint8_t> buf(kCmBytes);
-    ASSERT_EQ(write_cm(buf.data(), addr(), 0xc0de, connect_fields()), kCmBytes);
+    MrcAddr a = addr();
+    a.dscp = 48;  // the connection manager's class
+    ASSERT_EQ(write_cm(buf.data(), a, 0xc0de, connect_fields()), kCmBytes);
+    EXPECT_EQ(buf[sizeof(EthHdr) + 1], 48 << 2) << "its DSCP, not ECN-capable";
     CmFields g;
     MacAddr from{};
     uint32_t from_ip = 0;

@@ -17,6 +17,7 @@ MrcAddr addr() {
     a.src_ip = ipv4(10, 0, 0, 1);
     a.dst_ip = ipv4(10, 0, 0, 2);
     a.dscp = 26;
+    a.dscp_control = 46;
     return a;
 }
 
@@ -106,6 +107,7 @@ TEST(MrcWire, SackNackProbeRoundTrip) {
     EXPECT_EQ(p.sack->rwnd_units.get(), 8u);
     EXPECT_EQ(p.sack->flags, kAckEcnEcho);
     EXPECT_EQ(p.sack->plane_status, 0x0b);
+    EXPECT_EQ(p.udp.ip->tos, (46 << 2) | kEcnEct0) << "the control class, ECN-capable";
 
     f.assign(kMaxHdrBytes, 0);
     NackFields n;
@@ -124,6 +126,7 @@ TEST(MrcWire, SackNackProbeRoundTrip) {
     EXPECT_EQ(p.nack->reason, uint8_t(NackReason::kTrimmedLastHop));
     EXPECT_EQ(p.nack->cum_psn.get(), 10u);
     EXPECT_EQ(p.nack->ev_echo.get(), 0x1234);
+    EXPECT_EQ(p.udp.ip->tos, (46 << 2) | kEcnEct0);
 
     f.assign(kMaxHdrBytes, 0);
     ProbeFields pr;
@@ -137,6 +140,7 @@ TEST(MrcWire, SackNackProbeRoundTrip) {
     EXPECT_EQ(p.opcode, Opcode::kProbeReply);
     EXPECT_EQ(p.probe->probe_id.get(), 7u);
     EXPECT_EQ(p.probe->ev.get(), 4444);
+    EXPECT_EQ(p.udp.ip->tos, (46 << 2) | kEcnEct0);
 }
 
 TEST(MrcWire, EveryTruncationIsRefused) {

@@ -23,7 +23,7 @@ std::string config(const Daemons &d, char which, const std::string &extra) {
     std::string c = "[daemon]\nsocket = \"" + d.sock(which) + "\"\ndrain_ms = 1000\n" +
                     d.daemon_toml + "[dataplane]\nlink_wait_ms = 30000\n" + d.dataplane_toml;
     for (uint32_t p = 0; p < d.planes; ++p)
-        c += "[[plane]]\nip = \"" + d.ip(which, p) + "\"\n";
+        c += "[[plane]]\nip = \"" + d.ip(which, p) + "\"\n" + d.plane_toml;
     return c + extra;
 }
 

@@ -41,6 +41,7 @@ struct Daemons {
     // Lines added to both daemons' [daemon] and [dataplane] tables (limits).
     std::string daemon_toml;
     std::string dataplane_toml;
+    std::string plane_toml;  // appended to every [[plane]] table
     std::optional<Subprocess> a, b, fabric;
     std::string prefix_a;  // EAL file prefix of daemon A (telemetry)
     std::string sock(char which) const { return dir + "/" + which + ".sock"; }

@@ -703,6 +703,7 @@ TEST(Mrcd, ApplicationPostsWakeASleepingWorker) {
 
 TEST(Mrcd, MrcctlShowsAndSteers) {
     Daemons d;
+    d.plane_toml = "dscp_data = 26\ndscp_control = 46\ndscp_cm = 48\n";
     start(d);
     auto [srv, cli] = start_tool(d, "mrc_write_bw", "bw", {}, {"-D", "6"});
     ASSERT_TRUE(srv && cli);
@@ -727,6 +728,8 @@ TEST(Mrcd, MrcctlShowsAndSteers) {
         },
         10s, 50ms))
         << p1;
+    for (const json &port : p1["ports"])
+        EXPECT_EQ(port["dscp"], json({{"data", 26}, {"control", 46}, {"cm", 48}})) << port;
     const uint64_t before = p1["ports"][1]["tx_data_pkts"];
     const uint64_t before0 = p1["ports"][0]["tx_data_pkts"];
     // Data leaves the denied plane: under 10% of what plane 0 carries
@@ -932,6 +935,8 @@ TEST(Mrcd, BadConfigurationsAreRefusedByName) {
         {"[daemon\n", "line 1"},
         {"[daemon]\nmax_clients = 4\n", "no [[plane]]"},
         {"[qp]\nev_range = \"9-3\"\n", "ev_range"},
+        {"[[plane]]\nip = \"10.0.0.1\"\ndscp_data = 64\n", "dscp_data must be"},
+        {"[[plane]]\nip = \"10.0.0.1\"\ndscp_cm = -1\n", "dscp_cm must be"},
         {"[[plane]]\nip = \"10.0.0.1\"\n[qp]\nevs_per_plane = 16\nev_range = \"50000-50010\"\n",
          "holds fewer ports"},
     };

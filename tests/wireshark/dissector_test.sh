@@ -39,12 +39,14 @@ fields=(frame.number mrc.opcode mrc.flags mrc.dst_qpn mrc.psn mrc.ev mrc.msn mrc
         mrc.sack.trigger_psn mrc.sack.offset mrc.ev_echo mrc.sack.bitmap mrc.sack.psn
         mrc.sack.count mrc.ts_echo mrc.rwnd_units mrc.ack.flags mrc.plane_status
         mrc.nack.reason mrc.nack.cum_psn mrc.probe.id mrc.probe.ev mrc.probe.ts mrc.probe.flags
-        ip.checksum.status udp.checksum.status _ws.malformed _ws.expert.severity udp.srcport)
+        ip.checksum.status udp.checksum.status _ws.malformed _ws.expert.severity udp.srcport
+        mrc.class mrc.dscp mrc.ect ip.src)
 decode() {  # pcap -> tab-separated fields, one line per frame
   local args=()
   for f in "${fields[@]}"; do args+=(-e "$f"); done
-  # EVs collide with other protocols' ports: heuristics first (see mrc.lua).
-  tshark -X "lua_script:$lua" -o udp.try_heuristic_first:TRUE \
+  # Wireshark's defaults otherwise, no heuristics first: the EVs are above
+  # the MRC port (the default range 49152-65535; the golden ones 40001+).
+  tshark -X "lua_script:$lua" \
     -o ip.check_checksum:TRUE -o udp.check_checksum:TRUE \
     -r "$1" -T fields -E separator=/t -E occurrence=a -E aggregator=, "${args[@]}" 2>"$work/tshark.err"
   if grep -qi "lua" "$work/tshark.err"; then cat "$work/tshark.err"; return 1; fi
@@ -85,6 +87,12 @@ expect = {
   10: {"mrc.opcode": 0x01, "mrc.reth.length": 1000},
   11: {"mrc.opcode": 0x11, "mrc.dst_qpn": 0, "mrc.ack.flags": 0x02},
 }
+# Traffic classes: make_capture's data DSCP 26, control 46, all ECN-capable.
+for n in expect:
+    if n == 9:
+        continue
+    data = expect[n]["mrc.opcode"] in (0x01, 0x02)
+    expect[n].update({"mrc.class": 0 if data else 1, "mrc.dscp": 26 if data else 46, "mrc.ect": 1})
 violations = {10, 11}  # must carry expert-info errors; the others none
 bad = []
 assert len(rows) == 11, f"{len(rows)} frames decoded, 11 written"
@@ -127,12 +135,12 @@ oob="127.0.0.1:$(free_port)"
 pids+=($!)
 "$gen" "${eal[@]}" --file-prefix "mrc-ws-s-$$" --lcores 0@1,1@0 \
   --vdev=net_memif0,role=client,socket="$work/b0.sock" -- --role server --oob "$oob" \
-  --idle sleep --timeout 30 --stats-period 0 >"$work/server.log" 2>&1 &
+  --idle sleep --timeout 30 --stats-period 0 --dscp-control 46 >"$work/server.log" 2>&1 &
 pids+=($!)
 "$gen" "${eal[@]}" --file-prefix "mrc-ws-c-$$" --lcores 0@0,1@1 \
   --vdev=net_memif0,role=client,socket="$work/a0.sock" -- --role client --oob "$oob" \
   --idle sleep --timeout 30 --stats-period 0 --mode write_imm --verify --qps 8 --msg-bytes 16384 \
-  --total-bytes 8388608 >"$work/client.log" 2>&1
+  --total-bytes 8388608 --dscp-data 10 --dscp-control 34 >"$work/client.log" 2>&1
 # The server ends once the client has told it the result: the traffic is
 # over, the fabric can close its capture.
 wait_exit "${pids[1]}" 30 || { echo "the server did not end cleanly after the client"; exit 1; }
@@ -158,6 +166,12 @@ for r in rows:
             bad.append(f"frame {n}: EV {r['mrc.ev']} is not the UDP source port")
     if op in (0x10, 0x11):
         echoes.append(int(r["mrc.ev_echo"]))
+    # Each end's classes: the client's data 10 and control 34, the
+    # server's control 46; every packet ECN-capable.
+    want = 10 if op in (1, 2) else (34 if r["ip.src"] == "10.10.0.1" else 46)
+    if r["mrc.dscp"] != str(want) or r["mrc.ect"] != "1" or r["mrc.class"] != ("0" if op in (1, 2) else "1"):
+        bad.append(f"frame {n}: opcode {op:#x} from {r['ip.src']}: class {r['mrc.class']} "
+                   f"DSCP {r['mrc.dscp']} ECT {r['mrc.ect']}, expected DSCP {want}")
     if r["_ws.malformed"]:
         bad.append(f"frame {n}: malformed")
     sev = [int(s, 0) for s in r["_ws.expert.severity"].split(",") if s]
@@ -177,5 +191,6 @@ if bad:
     sys.exit(1)
 print(f"real capture: {len(rows)} frames decoded, " +
       ", ".join(f"{names_[o]} {c}" for o, c in sorted(ops.items())) +
-      f"; {len(echoes)} acks echo data EVs; no malformed frames, no bad checksums")
+      f"; {len(echoes)} acks echo data EVs; every packet in its class (DSCP data 10, control "
+      f"34 / 46); no malformed frames, no bad checksums")
 PY

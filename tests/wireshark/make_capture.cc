@@ -35,6 +35,8 @@ MrcAddr addr(bool reverse) {
     a.dst_mac = {{0x02, 0, 0, 0, 0, reverse ? uint8_t(1) : uint8_t(2)}};
     a.src_ip = reverse ? ipv4(10, 10, 0, 2) : ipv4(10, 10, 0, 1);
     a.dst_ip = reverse ? ipv4(10, 10, 0, 1) : ipv4(10, 10, 0, 2);
+    a.dscp = 26;          // data: AF31
+    a.dscp_control = 46;  // acks, NACKs, probes: EF
     return a;
 }
 
