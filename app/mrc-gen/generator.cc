@@ -18,8 +18,13 @@ namespace mrc::gen {
 using nlohmann::json;
 
 json side_json(const Side &s) {
-    return {{"qpns", s.qpns},   {"psns", s.psns}, {"addrs", s.addrs},
-            {"rkeys", s.rkeys}, {"ips", s.ips},   {"macs", s.macs}};
+    return {{"qpns", s.qpns},
+            {"psns", s.psns},
+            {"addrs", s.addrs},
+            {"rkeys", s.rkeys},
+            {"ips", s.ips},
+            {"macs", s.macs},
+            {"mtu_payload", s.mtu_payload}};
 }
 std::optional<Side> side_from(const json &j, uint32_t qps, uint8_t planes, std::string *why) {
     Side s;
@@ -30,6 +35,7 @@ std::optional<Side> side_from(const json &j, uint32_t qps, uint8_t planes, std::
         s.rkeys = j.at("rkeys").get<std::vector<uint32_t>>();
         s.ips = j.at("ips").get<std::vector<uint32_t>>();
         s.macs = j.at("macs").get<std::vector<std::string>>();
+        s.mtu_payload = j.value("mtu_payload", 0u);
     } catch (const std::exception &e) {
         *why = std::string("malformed peer description: ") + e.what();
         return std::nullopt;
@@ -150,6 +156,7 @@ void Generator::create_qps() {
         me_.rkeys.push_back(*rkey);
     }
     me_.ips = local_ips_;
+    me_.mtu_payload = dp_->max_payload_bytes();
     for (uint8_t p = 0; p < planes_; ++p)
         me_.macs.push_back(wire::mac_string(dp_->port(p).mac()));
     for (uint32_t w = 0; w < nworkers; ++w)
@@ -158,12 +165,21 @@ void Generator::create_qps() {
 
 void Generator::connect_qps(const Side &peer) {
     const uint32_t nworkers = dp_->workers();
+    // The path MTU: the smaller end's payload per packet (both ends agree).
+    const uint32_t own = dp_->max_payload_bytes();
+    mtu_payload_ = peer.mtu_payload ? std::min(own, peer.mtu_payload) : own;
+    if (peer.mtu_payload && peer.mtu_payload != own)
+        std::printf(
+            "path MTU: the peer's ports carry %u-byte payloads, this end's %u: every QP "
+            "sends %u (give both ends the same --mtu to use the larger)\n",
+            peer.mtu_payload, own, mtu_payload_);
     for (uint32_t i = 0; i < o_.qps; ++i) {
         GenApp &app = *apps_[i % nworkers];
         GenQp &g = app.qps()[i / nworkers];
         QpPeer qp;
         qp.dst_qpn = peer.qpns[i];
         qp.planes = planes_;
+        qp.mtu_payload_bytes = peer.mtu_payload;
         for (uint8_t p = 0; p < planes_; ++p) {
             wire::MrcAddr &a = qp.path[p];
             a.src_mac = dp_->port(p).mac();

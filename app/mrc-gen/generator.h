@@ -119,6 +119,7 @@ struct Side {
     std::vector<uint32_t> rkeys;
     std::vector<uint32_t> ips;
     std::vector<std::string> macs;
+    uint32_t mtu_payload = 0;  // the largest data payload its ports carry (0: not said)
 };
 nlohmann::json side_json(const Side &s);
 std::optional<Side> side_from(const nlohmann::json &j, uint32_t qps, uint8_t planes,
@@ -172,6 +173,7 @@ class Generator {
     uint8_t planes_ = 0;
     std::vector<uint32_t> local_ips_;
     std::vector<uint8_t> dscp_data_, dscp_control_;
+    uint32_t mtu_payload_ = 0;  // the connection's, agreed with the peer
     std::vector<uint32_t> peer_ips_override_;
     std::vector<wire::MacAddr> peer_macs_override_;
     Side me_;

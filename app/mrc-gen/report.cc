@@ -74,6 +74,7 @@ json Generator::summary(double elapsed_s) {
     j["qps"] = o_.qps;
     j["msg_bytes"] = o_.msg_bytes;
     j["planes"] = planes_;
+    j["mtu_payload_bytes"] = mtu_payload_;
     j["workers"] = dp_->workers();
     j["verify"] = o_.verify;
     j["elapsed_s"] = elapsed_s;

@@ -197,6 +197,11 @@ std::string Daemon::admin_qps(bool per_qp, uint64_t from) {
                 j["service"] = r.service;
                 j["connected"] = r.connected;
                 if (r.peer_planes) {
+                    // The payload per packet: the smaller end's (wire-format.md, CM).
+                    const uint32_t own = dp_->max_payload_bytes();
+                    j["mtu_payload_bytes"] =
+                        r.peer_mtu_payload ? std::min<uint32_t>(own, r.peer_mtu_payload) : own;
+                    j["peer_mtu_payload_bytes"] = r.peer_mtu_payload;
                     j["peer"] = wire::ipv4_string(r.peer_ip[0]);
                     j["peer_qpn"] = r.peer_qpn;
                 }

@@ -53,6 +53,7 @@ wire::CmFields Daemon::my_addrs() const {
         f.mac[p] = dp_->port(p).mac();
         f.ip[p] = cfg_.plane_ip[p];
     }
+    f.mtu_payload = static_cast<uint16_t>(dp_->max_payload_bytes());
     return f;
 }
 
@@ -173,6 +174,7 @@ void Daemon::send_answer(wire::CmFields ans, const CmFrom &from) {
 cmd::ConnectQp Daemon::connect_command(QpRec &r, const wire::CmFields &f, uint32_t pd) {
     r.peer_qpn = f.src_qpn;
     r.peer_planes = std::min<uint8_t>(f.planes, dp_->planes());
+    r.peer_mtu_payload = f.mtu_payload;
     for (uint8_t p = 0; p < f.planes; ++p) {
         r.peer_ip[p] = f.ip[p];
         r.peer_mac[p] = f.mac[p];
@@ -182,6 +184,7 @@ cmd::ConnectQp Daemon::connect_command(QpRec &r, const wire::CmFields &f, uint32
     c.pd = pd;
     c.peer.dst_qpn = f.src_qpn;
     c.peer.planes = r.peer_planes;
+    c.peer.mtu_payload_bytes = f.mtu_payload;
     for (uint8_t p = 0; p < r.peer_planes; ++p) {
         wire::MrcAddr &a = c.peer.path[p];
         a.src_mac = dp_->port(p).mac();

@@ -54,6 +54,7 @@ struct Daemon::QpRec {
     uint8_t peer_planes = 0;
     uint32_t peer_ip[kMaxPlanes] = {};
     wire::MacAddr peer_mac[kMaxPlanes] = {};
+    uint16_t peer_mtu_payload = 0;  // as its CONNECT / ACCEPT said (0: not said)
     uint64_t connected_ns = 0;
     bool answered = false;                       // accepted here: answered_ holds its key
     std::pair<uint32_t, uint64_t> answer_key{};  // (peer ip, conn_id)

@@ -53,7 +53,8 @@ uint32_t pow2_at_least(uint32_t n) {
 }
 }  // namespace
 
-Qp::Qp(Endpoint *ep, uint32_t qpn, const QpConfig &cfg) : ep_(ep), qpn_(qpn), cfg_(cfg) {}
+Qp::Qp(Endpoint *ep, uint32_t qpn, const QpConfig &cfg)
+    : ep_(ep), qpn_(qpn), cfg_(cfg), own_mtu_(cfg.mtu_payload_bytes) {}
 Qp::~Qp() {
     release_cc();
 }
@@ -185,6 +186,9 @@ Result<void> Qp::to_rtr(const QpPeer &peer, Psn expected_psn) {
         return Error{"to_rtr: bad destination QPN"};
     if (auto r = EvSet::check(cfg_.ev, peer.planes); !r)
         return Error{"to_rtr: " + r.error().message};
+    // The path MTU of the connection: the smaller end's.
+    cfg_.mtu_payload_bytes =
+        peer.mtu_payload_bytes ? std::min(own_mtu_, peer.mtu_payload_bytes) : own_mtu_;
     if (auto r = check_cc(cfg_.cc, cfg_.mtu_payload_bytes, peer.planes); !r)
         return Error{"to_rtr: " + r.error().message};
     release_cc();

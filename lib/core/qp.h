@@ -87,6 +87,10 @@ struct QpPeer {
     uint32_t dst_qpn = 0;
     uint8_t planes = 1;
     wire::MrcAddr path[kMaxPlanes];
+    // The largest data payload per packet the peer's ports carry, as it
+    // said at set-up (0: not said). The QP sends the smaller of this and
+    // its own QpConfig::mtu_payload_bytes, and says that to the peer.
+    uint32_t mtu_payload_bytes = 0;
 };
 
 // One packet handed out by poll_tx: headers written into `hdr` (the caller's
@@ -157,6 +161,9 @@ class Qp {
     // With kRetryExceeded / kNackRetryExceeded: the PSN whose budget ran out.
     Psn error_psn() const { return error_psn_; }
     const QpConfig &config() const { return cfg_; }
+    // The payload per data packet: the smaller of this end's and the peer's
+    // (QpPeer::mtu_payload_bytes), from to_rtr on.
+    uint32_t mtu_payload_bytes() const { return cfg_.mtu_payload_bytes; }
     const QpCounters &counters() const { return ctr_; }
     // Bytes this QP holds now (itself, its queues, EV set and CC state), by
     // the capacity of each container: what a connected QP costs a host.
@@ -481,7 +488,8 @@ class Qp {
 
     Endpoint *ep_;
     uint32_t qpn_;
-    QpConfig cfg_;
+    QpConfig cfg_;  // mtu_payload_bytes: the connection's (to_rtr), at most own_mtu_
+    uint32_t own_mtu_;
     QpState state_ = QpState::kReset;
     WcStatus error_cause_ = WcStatus::kSuccess;
     Psn error_psn_;

@@ -74,6 +74,7 @@ uint16_t write_cm(uint8_t *buf, const MrcAddr &a, uint16_t ev, const CmFields &f
     c->psn.set(f.psn & kQpnMask);
     c->planes = f.planes > kCmMaxPlanes ? kCmMaxPlanes : f.planes;
     c->reason = static_cast<uint8_t>(f.reason);
+    if (f.op == CmOp::kConnect || f.op == CmOp::kAccept) c->mtu_payload.set(f.mtu_payload);
     for (uint8_t p = 0; p < c->planes; ++p) {
         c->addr[p].mac = f.mac[p];
         c->addr[p].ip.set(f.ip[p]);
@@ -94,8 +95,9 @@ CmError parse_cm(const uint8_t *frame, uint32_t len, uint16_t mrc_port, CmFields
     CmHdr c;
     std::memcpy(&c, b + 1, sizeof c);
     const auto op = static_cast<CmOp>(b->opcode);
-    if (c.planes > kCmMaxPlanes || c.reserved.get() != 0 || b->flags != 0)
-        return CmError::kBadFields;
+    if (c.planes > kCmMaxPlanes || b->flags != 0) return CmError::kBadFields;
+    const bool says_mtu = op == CmOp::kConnect || op == CmOp::kAccept;
+    if (!says_mtu && c.mtu_payload.get() != 0) return CmError::kBadFields;
     if ((op == CmOp::kConnect || op == CmOp::kAccept) &&
         (c.planes == 0 || c.src_qpn.get() == 0 || c.src_qpn.get() > kQpnMask ||
          c.psn.get() > kQpnMask))
@@ -112,6 +114,7 @@ CmError parse_cm(const uint8_t *frame, uint32_t len, uint16_t mrc_port, CmFields
     out->psn = c.psn.get();
     out->planes = c.planes;
     out->reason = static_cast<CmReject>(c.reason);
+    out->mtu_payload = c.mtu_payload.get();
     for (uint8_t p = 0; p < c.planes; ++p) {
         out->mac[p] = c.addr[p].mac;
         out->ip[p] = c.addr[p].ip.get();

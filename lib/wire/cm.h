@@ -46,14 +46,14 @@ struct CmPlaneAddr {
 static_assert(sizeof(CmPlaneAddr) == 10);
 
 struct CmHdr {
-    be64 conn_id;    // chosen by the requester; echoed in ACCEPT / REJECT
-    be32 service;    // CONNECT: the service asked for
-    be32 src_qpn;    // the sender's QP
-    be32 dst_qpn;    // ACCEPT: the requester's QP; DISCONNECT: the receiver's QP
-    be32 psn;        // the first PSN the sender will send
-    uint8_t planes;  // entries of addr in use (1..kMaxPlanes)
-    uint8_t reason;  // REJECT: CmReject
-    be16 reserved;
+    be64 conn_id;      // chosen by the requester; echoed in ACCEPT / REJECT
+    be32 service;      // CONNECT: the service asked for
+    be32 src_qpn;      // the sender's QP
+    be32 dst_qpn;      // ACCEPT: the requester's QP; DISCONNECT: the receiver's QP
+    be32 psn;          // the first PSN the sender will send
+    uint8_t planes;    // entries of addr in use (1..kMaxPlanes)
+    uint8_t reason;    // REJECT: CmReject
+    be16 mtu_payload;  // CONNECT, ACCEPT: the sender's largest data payload (0: not said)
     CmPlaneAddr addr[kMaxPlanes];
 };
 static_assert(sizeof(CmHdr) == 108);
@@ -70,6 +70,10 @@ struct CmFields {
     uint32_t psn = 0;
     uint8_t planes = 0;
     CmReject reason = CmReject::kNone;
+    // CONNECT, ACCEPT: the largest data payload per packet the sender's
+    // ports carry (its MTU less MRC's headers); the QP uses the smaller of
+    // the two ends'. 0: not said (the receiver's own then).
+    uint16_t mtu_payload = 0;
     MacAddr mac[kCmMaxPlanes]{};
     uint32_t ip[kCmMaxPlanes]{};  // host order
 };

@@ -110,6 +110,7 @@ f.cm_src_qpn = ProtoField.uint32("mrc.cm.src_qpn", "Sender's QPN", base.DEC)
 f.cm_dst_qpn = ProtoField.uint32("mrc.cm.dst_qpn", "Receiver's QPN", base.DEC)
 f.cm_psn = ProtoField.uint32("mrc.cm.psn", "First PSN", base.DEC)
 f.cm_planes = ProtoField.uint8("mrc.cm.planes", "Planes", base.DEC)
+f.cm_mtu = ProtoField.uint16("mrc.cm.mtu_payload", "Largest data payload per packet", base.DEC)
 f.cm_reason = ProtoField.uint8("mrc.cm.reason", "Reject reason", base.DEC, cm_reasons)
 f.cm_mac = ProtoField.ether("mrc.cm.mac", "MAC")
 f.cm_ip = ProtoField.ipv4("mrc.cm.ip", "IPv4")
@@ -321,7 +322,12 @@ local function dissect_cm(tvb, pinfo, tree, opcode)
     local pt = tree:add(f.cm_planes, tvb(o + 24, 1))
     if planes > 8 then pt:add_proto_expert_info(e_proto, "more than 8 planes") end
     if opcode == 0x32 then tree:add(f.cm_reason, tvb(o + 25, 1)) end
-    check_zero(tree, tvb(o + 26, 2), "reserved bytes")
+    if opcode == 0x30 or opcode == 0x31 then
+        local mt = tree:add(f.cm_mtu, tvb(o + 26, 2))
+        if tvb(o + 26, 2):uint() == 0 then mt:append_text(" (not said)") end
+    else
+        check_zero(tree, tvb(o + 26, 2), "mtu_payload (CONNECT and ACCEPT only)")
+    end
     for p = 0, math.min(planes, 8) - 1 do
         local a = tree:add(mrc, tvb(o + 28 + 10 * p, 10), string.format("Plane %d", p))
         a:add(f.cm_mac, tvb(o + 28 + 10 * p, 6))

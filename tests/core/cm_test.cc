@@ -28,6 +28,7 @@ CmFields connect_fields() {
     f.src_qpn = 0x10005;
     f.psn = 0xabcdef;
     f.planes = 2;
+    f.mtu_payload = 8924;
     for (uint8_t p = 0; p < 2; ++p) {
         f.mac[p] = MacAddr{{2, 0, 0, 0, p, 1}};
         f.ip[p] = ipv4(10, 0, p, 1);
@@ -52,6 +53,7 @@ TEST(CmWire, ConnectRoundTrip) {
     EXPECT_EQ(g.service, f.service);
     EXPECT_EQ(g.src_qpn, f.src_qpn);
     EXPECT_EQ(g.psn, f.psn);
+    EXPECT_EQ(g.mtu_payload, 8924);
     ASSERT_EQ(g.planes, 2);
     for (uint8_t p = 0; p < 2; ++p) {
         EXPECT_EQ(g.mac[p], f.mac[p]);
@@ -90,7 +92,8 @@ TEST(CmWire, FieldsAreValidated) {
     EXPECT_EQ(parse(connect_fields(), [](uint8_t *m) { m[1] = kFlagSyn; }), CmError::kBadFields);
     EXPECT_EQ(parse(connect_fields(), [](uint8_t *m) { m[12 + 24] = 9; }), CmError::kBadFields);
     EXPECT_EQ(parse(connect_fields(), [](uint8_t *m) { m[12 + 24] = 0; }), CmError::kBadFields);
-    EXPECT_EQ(parse(connect_fields(), [](uint8_t *m) { m[12 + 27] = 1; }), CmError::kBadFields);
+    // Bytes 26-27: the sender's payload size, in CONNECT and ACCEPT only.
+    EXPECT_EQ(parse(connect_fields(), [](uint8_t *m) { m[12 + 27] = 1; }), CmError::kOk);
     CmFields a = connect_fields();
     a.op = CmOp::kAccept;
     EXPECT_EQ(parse(a, none), CmError::kBadFields);  // an ACCEPT names the requester's QP
@@ -101,11 +104,15 @@ TEST(CmWire, FieldsAreValidated) {
     EXPECT_EQ(parse(r, none), CmError::kBadFields);  // a REJECT says why
     r.reason = CmReject::kNoListener;
     EXPECT_EQ(parse(r, none), CmError::kOk);
+    EXPECT_EQ(parse(r, [](uint8_t *m) { m[12 + 26] = 0x23; }), CmError::kBadFields);
+    r.mtu_payload = 1000;  // not written into a REJECT
+    EXPECT_EQ(parse(r, none), CmError::kOk);
     CmFields d;
     d.op = CmOp::kDisconnect;
     EXPECT_EQ(parse(d, none), CmError::kBadFields);
     d.dst_qpn = 3;
     EXPECT_EQ(parse(d, none), CmError::kOk);
+    EXPECT_EQ(parse(d, [](uint8_t *m) { m[12 + 27] = 1; }), CmError::kBadFields);
     // Another port: not ours.
     std::vector<uint8_t> b(kCmBytes);
     write_cm(b.data(), addr(), 1, connect_fields());

@@ -816,5 +816,51 @@ TEST(QpGrowth, ReceiveQueueHoldsAtItsBoundUntilPolled) {
     EXPECT_EQ(r[0].imm, 32u);
 }
 
+// The path MTU of a connection: each end sends the smaller of its own
+// payload size and what the peer said at set-up (0: not said, its own).
+TEST(Qp, TheSmallerEndsPayloadSizeIsTheConnections) {
+    struct Case {
+        uint32_t own, peer, want;
+    };
+    for (const Case c : {Case{1024, 512, 512}, Case{512, 1024, 512}, Case{1024, 0, 1024}}) {
+        EndpointConfig ec;
+        ec.planes = 1;
+        ec.max_qps = 2;
+        Endpoint a(ec);
+        QpConfig cfg = Harness::small_config();
+        cfg.mtu_payload_bytes = c.own;
+        Qp *q = a.create_qp(cfg).value();
+        ASSERT_TRUE(q->to_init(1));
+        QpPeer peer;
+        peer.dst_qpn = 7;
+        peer.planes = 1;
+        peer.path[0].src_ip = wire::ipv4(10, 0, 0, 1);
+        peer.path[0].dst_ip = wire::ipv4(10, 0, 0, 2);
+        peer.mtu_payload_bytes = c.peer;
+        ASSERT_TRUE(q->to_rtr(peer, Psn(1)));
+        ASSERT_TRUE(q->to_rts(Psn(1)));
+        EXPECT_EQ(q->mtu_payload_bytes(), c.want);
+        std::vector<uint8_t> buf(4096, 1);
+        WriteRequest wr;
+        wr.local = buf.data();
+        wr.length = 4096;
+        wr.remote_addr = 0x1000;
+        wr.rkey = 1;
+        ASSERT_EQ(q->post_write(wr), PostResult::kOk);
+        std::vector<uint8_t> hdrs(64 * wire::kMaxHdrBytes);
+        TxPacket out[64];
+        for (uint32_t i = 0; i < 64; ++i)
+            out[i].hdr = hdrs.data() + i * wire::kMaxHdrBytes;
+        const uint32_t n = a.poll_tx(out, 64, 1000);
+        uint32_t data = 0;
+        for (uint32_t i = 0; i < n; ++i) {
+            if (out[i].payload_len == 0) continue;
+            ++data;
+            EXPECT_LE(out[i].payload_len, c.want);
+        }
+        EXPECT_EQ(data, 4096 / c.want) << "own " << c.own << " peer " << c.peer;
+    }
+}
+
 }  // namespace
 }  // namespace mrc::test
