@@ -12,7 +12,7 @@ packages=(
   iproute2 procps
   tshark
   # AF_XDP test and bench: kernel traffic beside MRC, loss, MPTCP
-  iperf3 nftables mptcpize iputils-ping
+  iperf3 nftables mptcpize iputils-ping iputils-arping
 )
 
 missing=()

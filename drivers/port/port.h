@@ -145,6 +145,9 @@ class Port {
     uint16_t queues() const { return queues_; }
     uint16_t mtu_bytes() const { return mtu_bytes_; }
     const char *driver() const { return driver_.c_str(); }
+    // An AF_XDP socket on a kernel interface: the kernel owns its address
+    // (and answers ARP and ping for it).
+    bool af_xdp() const { return driver_ == "net_af_xdp"; }
     // Whether the device computes the UDP checksum of what it sends.
     bool tx_udp_offload() const { return tx_udp_offload_; }
     // AF_XDP ports: the steering program's interface, mode and counters;

@@ -14,7 +14,11 @@ namespace mrc::dp {
     X(loops, "iterations of the worker's poll loop")                                              \
     X(rx_packets, "frames received from the ports")                                               \
     X(rx_bytes, "bytes received from the ports")                                                  \
-    X(rx_stray, "frames that are not IPv4/UDP to the MRC port (dropped)")                         \
+    X(rx_stray, "frames neither MRC nor ARP / ICMP echo for the plane's address (dropped)")       \
+    X(rx_arp, "ARP frames received (a request for the plane's address is answered)")              \
+    X(tx_arp, "ARP frames sent: replies for the plane's address, announcements at start")         \
+    X(tx_echo_replies, "ICMP echo replies sent (a ping of the plane's address)")                  \
+    X(rx_host_malformed, "ARP or ICMP frames for this host that do not parse (dropped)")          \
     X(rx_truncated, "frames shorter than their IPv4 or UDP length fields say (dropped)")          \
     X(rx_bad_cksum, "frames with a bad IPv4 or UDP checksum (dropped)")                           \
     X(rx_multiseg, "frames spread over several mbufs (dropped; the MTU fits one mbuf)")           \

@@ -185,6 +185,8 @@ class Worker {
     // `plane`, outside the core (connection management). False when the
     // plane is out of use or no mbuf is free (counted).
     bool send_frame(uint8_t plane, const uint8_t *frame, uint32_t len);
+    // A frame sent as it is (ARP, ICMP: no UDP checksum to fill).
+    bool send_raw(uint8_t plane, const uint8_t *frame, uint32_t len);
 
     // Any thread: ends the worker's adaptive sleep, if it sleeps, so that
     // it looks at its inputs (commands, doorbells, control state) now. One
@@ -222,6 +224,8 @@ class Worker {
     void rx_port(uint8_t plane, uint64_t now_ns);
     void rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_ns);
     void deliver(const uint8_t *f, uint32_t len, uint32_t qpn, uint8_t plane, uint64_t now_ns);
+    void host_frame(uint8_t plane, const uint8_t *f, uint32_t len);
+    void announce_addresses();
     uint32_t rx_handoff(uint64_t now_ns);
     uint32_t tx(uint64_t now_ns);
     bool attach_payload(rte_mbuf *hdr, const TxPacket &t, bool sw_cksum);

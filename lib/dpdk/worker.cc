@@ -21,6 +21,7 @@
 #include <cerrno>
 
 #include "dpdk/dataplane.h"
+#include "wire/host.h"
 
 namespace mrc::dp {
 
@@ -200,6 +201,7 @@ int Worker::run() {
         last_work_ns_ = now;
     }
     next_tick_ns_ = now;
+    if (index_ == 0) announce_addresses();
     control(now);
     publish(now);
     publish_qps(now, cfg.max_qps_per_worker);
@@ -397,7 +399,7 @@ void Worker::rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_
         const auto *f = rte_pktmbuf_mtod(m, const uint8_t *);
         const uint32_t len = m->data_len;
         if (off == 0) {
-            ++ctr_.rx_stray;
+            host_frame(plane, f, len);
             continue;
         }
         // Lengths before anything reads by them (the checksum below does).
@@ -481,6 +483,84 @@ void Worker::deliver(const uint8_t *f, uint32_t len, uint32_t qpn, uint8_t plane
         return;
     }
     ep_->on_packet(f, len, nullptr, 0, plane, now_ns);
+}
+
+// A frame that is not MRC: ARP and ICMP echo for the plane's own address
+// are answered (wire/host.h), so that neighbours can reach a DPDK-owned
+// port; the rest is stray. Not on AF_XDP ports: their address is the
+// kernel's, and only MRC frames are steered to the socket.
+void Worker::host_frame(uint8_t plane, const uint8_t *f, uint32_t len) {
+    const std::vector<uint32_t> &ips = dp_->cfg_.plane_ipv4;
+    const drivers::Port &port = *dp_->ports_[plane];
+    if (plane >= ips.size() || ips[plane] == 0 || port.af_xdp()) {
+        ++ctr_.rx_stray;
+        return;
+    }
+    uint8_t out[wire::kMaxHostAnswerBytes];
+    uint32_t n = 0;
+    wire::ArpFrom from;
+    const wire::HostAnswer a =
+        wire::answer_host(f, len, port.mac(), ips[plane], out, sizeof out, &n, &from);
+    if (len >= 14 && f[12] == 0x08 && f[13] == 0x06) ++ctr_.rx_arp;
+    switch (a) {
+        case wire::HostAnswer::kArpReply:
+            if (send_raw(plane, out, n)) ++ctr_.tx_arp;
+            break;
+        case wire::HostAnswer::kEchoReply:
+            if (send_raw(plane, out, n)) ++ctr_.tx_echo_replies;
+            break;
+        case wire::HostAnswer::kMalformed:
+            ++ctr_.rx_host_malformed;
+            break;
+        case wire::HostAnswer::kArpLearned:
+            break;
+        case wire::HostAnswer::kNone:
+            ++ctr_.rx_stray;
+            break;
+    }
+}
+
+// A whole frame as it is (no checksum filled), queued on `plane`.
+bool Worker::send_raw(uint8_t plane, const uint8_t *frame, uint32_t len) {
+    if (plane >= dp_->planes() || !(port_enabled_ & (1u << plane))) {
+        ++ctr_.tx_port_down;
+        return false;
+    }
+    TxQueue &q = txq_[plane];
+    if (q.n == kTxQueueCap) flush(plane);
+    if (q.n == kTxQueueCap) {
+        ++ctr_.tx_full;
+        return false;
+    }
+    rte_mbuf *m = rte_pktmbuf_alloc(dp_->pool_);
+    if (m == nullptr) {
+        ++ctr_.tx_nombuf;
+        return false;
+    }
+    if (len > rte_pktmbuf_tailroom(m)) {
+        rte_pktmbuf_free(m);
+        ++ctr_.tx_full;
+        return false;
+    }
+    rte_memcpy(rte_pktmbuf_mtod(m, uint8_t *), frame, len);
+    m->data_len = static_cast<uint16_t>(len);
+    m->pkt_len = len;
+    q.m[q.n++] = m;
+    ctr_.tx_bytes += len;
+    return true;
+}
+
+// At start, worker 0 announces each plane's address (a gratuitous ARP), so
+// neighbours that knew another MAC for it learn this one.
+void Worker::announce_addresses() {
+    const std::vector<uint32_t> &ips = dp_->cfg_.plane_ipv4;
+    for (uint8_t p = 0; p < dp_->planes() && p < ips.size(); ++p) {
+        const drivers::Port &port = *dp_->ports_[p];
+        if (ips[p] == 0 || port.af_xdp() || !(port_enabled_ & (1u << p))) continue;
+        uint8_t out[wire::kArpFrameBytes];
+        const uint32_t n = wire::write_arp_request(out, port.mac(), ips[p], ips[p]);
+        if (send_raw(p, out, n)) ++ctr_.tx_arp;
+    }
 }
 
 bool Worker::send_frame(uint8_t plane, const uint8_t *frame, uint32_t len) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "wire/cm.h"
+#include "wire/host.h"
 #include "wire/mrc.h"
 
 using namespace mrc::wire;
@@ -40,6 +41,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (parse_mrc(head.data(), uint32_t(head.size()), tail.empty() ? nullptr : tail.data(),
                       uint32_t(tail.size()), 0, &p) == MrcError::kOk)
             check(p, size);
+    }
+    // What a host answers: as the owner of the address the frame asks for
+    // (an ARP packet's target, an IP packet's destination) and of another.
+    // An answer fits the room it was given and is never longer than the
+    // request it turns around.
+    for (size_t at : {size_t(38), size_t(30), size_t(0)}) {
+        const uint32_t ip = size >= at + 4
+                                ? uint32_t(data[at]) << 24 | uint32_t(data[at + 1]) << 16 |
+                                      uint32_t(data[at + 2]) << 8 | data[at + 3]
+                                : 1;
+        std::vector<uint8_t> out(kMaxHostAnswerBytes);
+        uint32_t n = 0;
+        ArpFrom from;
+        const HostAnswer h = answer_host(f.data(), uint32_t(f.size()), MacAddr{{2, 0, 0, 0, 0, 9}},
+                                         ip, out.data(), uint32_t(out.size()), &n, &from);
+        if (h == HostAnswer::kArpReply && n != kArpFrameBytes) abort();
+        if (h == HostAnswer::kEchoReply && (n > size || n > out.size())) abort();
     }
     if (size < 4096) {
         std::vector<uint8_t> t(f);

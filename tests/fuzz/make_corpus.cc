@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "wire/host.h"
 #include "wire/mrc.h"
 
 using namespace mrc;
@@ -64,6 +65,17 @@ int main(int argc, char **argv) {
     t.resize(trim_data_packet(t.data(), uint32_t(t.size()), false));
     frames.push_back(t);
     if (dir.find("parse") != std::string::npos) {
+        // What a host answers (wire/host.h): an ARP request for 10.0.0.2
+        // and a ping of it (the MRC data frame with its IP protocol and
+        // first bytes turned into an ICMP echo request; checksums are
+        // wrong, which the fuzzer's mutations get past or not).
+        std::vector<uint8_t> ar(kArpFrameBytes);
+        write_arp_request(ar.data(), MacAddr{{2, 0, 0, 0, 0, 1}}, a.src_ip, a.dst_ip);
+        frames.push_back(ar);
+        std::vector<uint8_t> ping = frames[1];
+        ping[sizeof(EthHdr) + 9] = kIpProtoIcmp;
+        ping[kEthIpv4UdpBytes - sizeof(UdpHdr)] = kIcmpEchoRequest;
+        frames.push_back(ping);
         for (size_t i = 0; i < frames.size(); ++i)
             save(dir + "/frame" + std::to_string(i), frames[i]);
         return 0;
