@@ -40,7 +40,7 @@ fields=(frame.number mrc.opcode mrc.flags mrc.dst_qpn mrc.psn mrc.ev mrc.msn mrc
         mrc.sack.count mrc.ts_echo mrc.rwnd_units mrc.ack.flags mrc.plane_status
         mrc.nack.reason mrc.nack.cum_psn mrc.probe.id mrc.probe.ev mrc.probe.ts mrc.probe.flags
         ip.checksum.status udp.checksum.status _ws.malformed _ws.expert.severity udp.srcport
-        mrc.class mrc.dscp mrc.ect ip.src)
+        mrc.class mrc.dscp mrc.ect ip.src eth.type)
 decode() {  # pcap -> tab-separated fields, one line per frame
   local args=()
   for f in "${fields[@]}"; do args+=(-e "$f"); done
@@ -153,8 +153,12 @@ path, names = sys.argv[1], sys.argv[2:]
 rows = [dict(zip(names, l.rstrip("\n").split("\t"))) for l in open(path)]
 ops = collections.Counter()
 data_evs, echoes, bad = set(), [], []
+arp = 0
 for r in rows:
     n = r["frame.number"]
+    if r["eth.type"] == "0x0806":
+        arp += 1  # each port announces its address when it starts (not MRC)
+        continue
     if not r["mrc.opcode"]:
         bad.append(f"frame {n}: not decoded as MRC")
         continue
@@ -182,6 +186,8 @@ for r in rows:
 stray = [e for e in echoes if e not in data_evs]
 if stray:
     bad.append(f"{len(stray)} acks echo an EV no data was sent on, e.g. {stray[:5]}")
+if arp > 2:
+    bad.append(f"{arp} ARP frames: only the two ports' announcements were expected")
 names_ = {1: "WRITE", 2: "WRITE_IMM", 0x10: "SACK", 0x11: "NACK", 0x20: "PROBE", 0x21: "PROBE_REPLY"}
 for op in (2, 0x10, 0x11, 0x20, 0x21):
     if ops[op] == 0:
@@ -189,7 +195,7 @@ for op in (2, 0x10, 0x11, 0x20, 0x21):
 if bad:
     print("\n".join(bad[:20]))
     sys.exit(1)
-print(f"real capture: {len(rows)} frames decoded, " +
+print(f"real capture: {len(rows)} frames ({arp} ARP announcements), " +
       ", ".join(f"{names_[o]} {c}" for o, c in sorted(ops.items())) +
       f"; {len(echoes)} acks echo data EVs; every packet in its class (DSCP data 10, control "
       f"34 / 46); no malformed frames, no bad checksums")
