@@ -146,6 +146,36 @@ void print_ports(const json &j) {
                 p["xdp"]["no_socket"].get<uint64_t>(), p["xdp"]["other_address"].get<uint64_t>());
 }
 
+void print_neighbors(const json &j) {
+    auto text = [](const json &v) { return v.is_string() ? v.get<std::string>() : "-"; };
+    for (const auto &p : j["planes"]) {
+        const std::string prefix =
+            p["prefix_len"].is_number() ? "/" + std::to_string(p["prefix_len"].get<int>()) : "";
+        fmt::print("plane {}: {}{} gateway {} ({})\n", p["plane"].get<int>(),
+                   p["ip"].get<std::string>(), prefix, text(p["gateway"]),
+                   p["resolution"].get<std::string>());
+        const json &c = p["counters"];
+        fmt::print(
+            "  requests {} resolved {} failed {} unsolicited {} held {} hold_dropped {} "
+            "expired {}\n",
+            c["requests"].get<uint64_t>(), c["resolved"].get<uint64_t>(),
+            c["failed"].get<uint64_t>(), c["unsolicited"].get<uint64_t>(),
+            c["held"].get<uint64_t>(), c["hold_dropped"].get<uint64_t>(),
+            c["expired"].get<uint64_t>());
+        if (p["entries"].empty()) continue;
+        fmt::print("  {:<15} {:<17} {:<10} {:>14} {:>6} {:>5}\n", "ip", "mac", "state",
+                   "confirmed_ms", "probes", "held");
+        for (const auto &e : p["entries"]) {
+            const std::string age = e["confirmed_ms_ago"].is_number()
+                                        ? fmt::format("{:.0f}", e["confirmed_ms_ago"].get<double>())
+                                        : "-";
+            fmt::print("  {:<15} {:<17} {:<10} {:>14} {:>6} {:>5}\n", e["ip"].get<std::string>(),
+                       text(e["mac"]), e["state"].get<std::string>(), age, e["probes"].get<int>(),
+                       e["held"].get<uint64_t>());
+        }
+    }
+}
+
 void print_qps(const json &j) {
     fmt::print("{:>8} {:>6} {:<6} {:<15} {:>8} {:>6} {:>10} {:>12} {:>8} {:>14}  {}\n", "qpn",
                "client", "state", "peer", "peer_qpn", "planes", "window", "tx_data", "retx",
@@ -184,8 +214,9 @@ int main(int argc, char **argv) {
     cli.add_option("--socket", socket,
                    "mrcd's socket (default: $MRC_SOCKET, else " MRC_DEFAULT_SOCKET ")");
     cli.add_flag("--json", as_json, "print the daemon's JSON answer");
-    cli.add_option("command", words,
-                   "status | ports | qps | evs | deny|allow plane N | deny|allow ev QPN EV")
+    cli.add_option(
+           "command", words,
+           "status | ports | neighbors | qps | evs | deny|allow plane N | deny|allow ev QPN EV")
         ->required();
     try {
         cli.parse(argc, argv);
@@ -208,7 +239,7 @@ int main(int argc, char **argv) {
         *out = v;
         return true;
     };
-    if (cmd == "status" || cmd == "ports" || cmd == "qps" || cmd == "evs") {
+    if (cmd == "status" || cmd == "ports" || cmd == "neighbors" || cmd == "qps" || cmd == "evs") {
         if (words.size() != 1) return fail("'" + cmd + "' takes no arguments");
         req["cmd"] = cmd;
     } else if (cmd == "deny" || cmd == "allow") {
@@ -224,7 +255,8 @@ int main(int argc, char **argv) {
             return fail("usage: mrcctl " + cmd + " plane N | " + cmd + " ev QPN EV");
         }
     } else {
-        return fail("unknown command '" + cmd + "' (status, ports, qps, evs, deny, allow)");
+        return fail("unknown command '" + cmd +
+                    "' (status, ports, neighbors, qps, evs, deny, allow)");
     }
     std::string err;
     json j;
@@ -264,6 +296,8 @@ int main(int argc, char **argv) {
         print_status(j);
     else if (cmd == "ports")
         print_ports(j);
+    else if (cmd == "neighbors")
+        print_neighbors(j);
     else if (cmd == "qps")
         print_qps(j);
     else if (cmd == "evs")

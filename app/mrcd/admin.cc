@@ -4,6 +4,7 @@
 // are an interface: mrcctl and the tests read them.
 #include <unistd.h>
 
+#include <algorithm>
 #include <optional>
 
 #include <fmt/format.h>
@@ -55,6 +56,7 @@ std::string Daemon::admin(const std::string &text, const Client &c) {
     const std::string cmd = req["cmd"];
     if (cmd == "status") return admin_status();
     if (cmd == "ports") return admin_ports();
+    if (cmd == "neighbors") return admin_neighbors();
     if (cmd == "qps" || cmd == "evs") {
         uint64_t from = 0;
         if (req.contains("from")) {
@@ -65,7 +67,8 @@ std::string Daemon::admin(const std::string &text, const Client &c) {
         return admin_qps(cmd == "qps", from);
     }
     if (cmd == "deny" || cmd == "allow") return admin_deny(req, cmd, c);
-    return admin_error("unknown command '" + cmd + "' (status, ports, qps, evs, deny, allow)");
+    return admin_error("unknown command '" + cmd +
+                       "' (status, ports, neighbors, qps, evs, deny, allow)");
 }
 
 std::string Daemon::admin_error(const std::string &message) {
@@ -118,6 +121,53 @@ std::string Daemon::admin_status() {
     return dump(out);
 }
 
+// Each plane's route and neighbour table (mrcctl neighbors).
+std::string Daemon::admin_neighbors() {
+    const uint64_t now = mono_ns();
+    json planes = json::array();
+    for (uint8_t p = 0; p < dp_->planes(); ++p) {
+        const wire::Route &route = cfg_.plane_route[p];
+        json j;
+        j["plane"] = p;
+        j["ip"] = wire::ipv4_string(route.ip);
+        j["prefix_len"] = route.prefix_len < 0 ? json(nullptr) : json(route.prefix_len);
+        j["gateway"] = route.gateway ? json(wire::ipv4_string(route.gateway)) : json(nullptr);
+        j["resolution"] = resolves(p) ? "arp" : "static (af_xdp: the kernel's port)";
+        json entries = json::array();
+        std::vector<std::pair<uint32_t, const wire::NeighborTable::Entry *>> sorted;
+        for (const auto &[ip, e] : neigh_[p].entries())
+            sorted.emplace_back(ip, &e);
+        std::sort(sorted.begin(), sorted.end());
+        for (const auto &[ip, e] : sorted) {
+            json x;
+            x["ip"] = wire::ipv4_string(ip);
+            const bool has_mac =
+                e->state != wire::NeighState::kIncomplete && e->state != wire::NeighState::kFailed;
+            x["mac"] = has_mac ? json(wire::mac_string(e->mac)) : json(nullptr);
+            x["state"] = wire::neigh_state_name(e->state);
+            x["confirmed_ms_ago"] =
+                e->confirmed_ns ? json(double(now - e->confirmed_ns) / 1e6) : json(nullptr);
+            x["probes"] = e->probes;
+            x["held"] = e->held.size();
+            entries.push_back(std::move(x));
+        }
+        j["entries"] = std::move(entries);
+        const wire::NeighborCounters &c = neigh_[p].counters();
+        j["counters"] = {{"requests", c.requests},
+                         {"resolved", c.resolved},
+                         {"failed", c.failed},
+                         {"unsolicited", c.unsolicited},
+                         {"held", c.held},
+                         {"hold_dropped", c.hold_dropped},
+                         {"table_full", c.table_full},
+                         {"expired", c.expired}};
+        planes.push_back(std::move(j));
+    }
+    json out;
+    out["planes"] = std::move(planes);
+    return dump(out);
+}
+
 std::string Daemon::admin_ports() {
     dp::ControlSnapshot cs;
     const bool have = dp_->control_snapshot(&cs);
@@ -135,6 +185,9 @@ std::string Daemon::admin_ports() {
             health = "failed (scorer)";
         json j = app::plane_json(*dp_, s, p);
         j["ip"] = wire::ipv4_string(cfg_.plane_ip[p]);
+        const wire::Route &route = cfg_.plane_route[p];
+        j["prefix_len"] = route.prefix_len < 0 ? json(nullptr) : json(route.prefix_len);
+        j["gateway"] = route.gateway ? json(wire::ipv4_string(route.gateway)) : json(nullptr);
         const DaemonConfig::PlaneDscp &d = cfg_.plane_dscp[p];
         j["dscp"] = {{"data", d.data}, {"control", d.control}, {"cm", d.cm}};
         j["health"] = health;

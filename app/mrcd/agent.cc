@@ -173,7 +173,7 @@ void Agent::on_cm_frame(dp::Worker &, const uint8_t *frame, uint32_t len, uint8_
     std::memcpy(m->frame, frame, len);
     m->len = len;
     m->plane = plane;
-    if (rte_ring_sp_enqueue(cm_->ring, m) != 0) {
+    if (rte_ring_mp_enqueue(cm_->ring, m) != 0) {
         delete m;
         cm_->overflow.fetch_add(1, std::memory_order_relaxed);
         return;
@@ -184,6 +184,11 @@ void Agent::on_cm_frame(dp::Worker &, const uint8_t *frame, uint32_t len, uint8_
         const uint64_t one = 1;
         [[maybe_unused]] const ssize_t r = ::write(cm_->wake_fd, &one, sizeof one);
     }
+}
+
+void Agent::on_arp_frame(dp::Worker &w, const uint8_t *frame, uint32_t len, uint8_t plane,
+                         uint64_t now_ns) {
+    on_cm_frame(w, frame, len, plane, now_ns);
 }
 
 // ---- servicing a QP ---------------------------------------------------------
@@ -498,8 +503,11 @@ void Agent::run(cmd::ErrorQp &c, CommandAnswer &) {
 
 void Agent::run(cmd::SendCm &c, CommandAnswer &) {
     uint64_t sent = 0;
-    for (const auto &[plane, f] : c.frames)
-        sent += w_->send_frame(plane, f.data(), uint32_t(f.size()));
+    for (const auto &[plane, f] : c.frames) {
+        const bool arp = f.size() >= 14 && f[12] == 0x08 && f[13] == 0x06;  // no UDP to sum
+        sent += arp ? w_->send_raw(plane, f.data(), uint32_t(f.size()))
+                    : w_->send_frame(plane, f.data(), uint32_t(f.size()));
+    }
     c.sent = sent;
 }
 

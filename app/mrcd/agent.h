@@ -41,9 +41,10 @@ struct CmFrame {
     uint8_t plane = 0;
 };
 
-// Where worker 0 leaves CM frames for the server thread.
+// Where worker 0 leaves CM frames for the server thread, and any worker
+// the ARP frames of neighbours.
 struct CmInbox {
-    rte_ring *ring = nullptr;           // of CmFrame *, worker 0 -> server
+    rte_ring *ring = nullptr;           // of CmFrame *, workers -> server (ARP: any worker)
     std::atomic<uint64_t> overflow{0};  // frames dropped: the ring was full
     std::atomic<uint64_t> oversize{0};  // frames dropped: longer than a CmFrame holds
     int wake_fd = -1;                   // eventfd: written when a frame lands in an empty ring
@@ -59,6 +60,9 @@ class Agent final : public dp::WorkerApp {
     uint32_t poll(dp::Worker &w, uint64_t now_ns) override;
     void on_cm_frame(dp::Worker &w, const uint8_t *frame, uint32_t len, uint8_t plane,
                      uint64_t now_ns) override;
+    // ARP goes the same way: the server thread keeps the neighbour tables.
+    void on_arp_frame(dp::Worker &w, const uint8_t *frame, uint32_t len, uint8_t plane,
+                      uint64_t now_ns) override;
 
   private:
     // A completion ring as the worker writes it.

@@ -17,6 +17,7 @@
 #include "mrc/mrc.h"
 #include "records.h"
 #include "support.h"
+#include "wire/host.h"
 
 namespace mrc::mrcd {
 
@@ -28,6 +29,7 @@ constexpr uint64_t kAnsweredKeepNs = 60'000'000'000ull;
 // queue (kTxQueueCap per port), so none is dropped for room.
 constexpr size_t kCmBatchFrames = 64;
 constexpr size_t kMaxAcceptBacklog = 512;
+constexpr wire::MacAddr kBroadcast{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}};
 
 }  // namespace
 
@@ -43,7 +45,163 @@ struct Daemon::CmFrom {
 wire::MacAddr Daemon::neighbor_mac(uint32_t ip) const {
     for (const Neighbor &n : cfg_.neighbors)
         if (n.ip == ip) return n.mac;
-    return wire::MacAddr{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}};
+    return kBroadcast;
+}
+
+// ---- next hops ------------------------------------------------------------------
+//
+// A frame for a peer goes to the peer when it is on the plane's subnet,
+// else to the plane's gateway (wire::Route). The next hop's MAC: a
+// [[neighbor]] entry, else the plane's neighbour table, resolved by ARP
+// (DPDK-owned ports: the workers answer ARP for the plane's address and
+// pass every ARP they hear to this thread). AF_XDP ports share the
+// kernel's address and its ARP replies go to the kernel: there only
+// [[neighbor]] entries and the broadcast CONNECT are used.
+
+bool Daemon::resolves(uint8_t plane) const {
+    return !dp_->port(plane).af_xdp();
+}
+
+Daemon::Hop Daemon::next_hop_mac(uint8_t plane, uint32_t dst, uint64_t now,
+                                 std::optional<uint64_t> waiter, wire::MacAddr *mac) {
+    const wire::Route &r = cfg_.plane_route[plane];
+    const uint32_t nh = r.next_hop(dst);
+    if (nh == 0) return Hop::kUnreachable;  // off-link, no gateway
+    if (!resolves(plane)) {
+        *mac = neighbor_mac(nh);
+        // A broadcast is not routed: an off-link peer needs the gateway's MAC.
+        return nh == dst || !(*mac == kBroadcast) ? Hop::kKnown : Hop::kUnreachable;
+    }
+    const wire::NeighborTable::Lookup l = neigh_[plane].resolve(nh, now, waiter);
+    if (l.send_request) send_arp_request(plane, nh);
+    switch (l.kind) {
+        case wire::NeighborTable::Kind::kKnown:
+            *mac = l.mac;
+            return Hop::kKnown;
+        case wire::NeighborTable::Kind::kPending:
+            return Hop::kPending;
+        case wire::NeighborTable::Kind::kFailed:
+        case wire::NeighborTable::Kind::kFull:
+            break;
+    }
+    // A peer on the segment that does not answer ARP still gets the
+    // broadcast CONNECT (its answer carries its MAC).
+    if (nh == dst) {
+        *mac = kBroadcast;
+        return Hop::kKnown;
+    }
+    return Hop::kUnreachable;
+}
+
+// The MAC a QP's packets to `dst` on `plane` are sent to. `peer_said` is
+// the MAC the peer wrote in its CONNECT / ACCEPT (its own port's), `from`
+// where that frame came from. Zero (and counted) when the next hop is not
+// known: that plane then carries nothing of the QP's, and its paths fail.
+wire::MacAddr Daemon::path_mac(uint8_t plane, uint32_t dst, const wire::MacAddr &peer_said,
+                               const CmFrom &from, uint64_t now) {
+    const wire::Route &r = cfg_.plane_route[plane];
+    const uint32_t nh = r.next_hop(dst);
+    if (nh != 0) {
+        if (const auto *e = plane < neigh_.size() ? neigh_[plane].find(nh) : nullptr;
+            e && e->state == wire::NeighState::kStatic)
+            return e->mac;
+        const wire::MacAddr st = neighbor_mac(nh);
+        if (!(st == kBroadcast)) return st;
+        // The frame came in through the next hop: the peer itself on the
+        // segment, else the router in front of this host.
+        if (plane == from.plane) return from.mac;
+        if (nh == dst) return peer_said;
+        wire::MacAddr mac;
+        if (resolves(plane) && next_hop_mac(plane, dst, now, std::nullopt, &mac) == Hop::kKnown)
+            return mac;
+    }
+    ++ctr_.paths_unresolved;
+    log(RTE_LOG_WARNING, "plane {}: no next hop for {} ({}): the QP's packets there are lost",
+        plane, wire::ipv4_string(dst),
+        nh == 0 ? "off the subnet and no gateway"
+                : "gateway " + wire::ipv4_string(nh) + " has not answered ARP");
+    return wire::MacAddr{};
+}
+
+void Daemon::send_arp_request(uint8_t plane, uint32_t ip) {
+    if (!(dp_->link_up_mask() & (1u << plane))) return;
+    std::vector<uint8_t> frame(wire::kArpFrameBytes);
+    wire::write_arp_request(frame.data(), dp_->port(plane).mac(), cfg_.plane_ip[plane], ip);
+    if (cm_batch_) {
+        cm_batch_->frames.emplace_back(plane, std::move(frame));
+        return;
+    }
+    cmd::SendCm send;
+    send.frames.emplace_back(plane, std::move(frame));
+    run_on(0, std::move(send));
+}
+
+// An ARP packet a worker heard on `plane` (answered there if it asked for
+// this host): what it says goes into the plane's table, and CONNECTs that
+// waited for the address go out.
+void Daemon::on_arp(const uint8_t *frame, uint32_t len, uint8_t plane, uint64_t now) {
+    if (plane >= neigh_.size() || !resolves(plane)) return;
+    uint8_t scratch[wire::kArpFrameBytes];
+    uint32_t n = 0;
+    wire::ArpFrom from;
+    const wire::HostAnswer a =
+        wire::answer_host(frame, len, dp_->port(plane).mac(), cfg_.plane_ip[plane], scratch,
+                          sizeof scratch, &n, &from);
+    if (from.ip == 0) return;
+    std::vector<uint64_t> released;
+    neigh_[plane].learn(from.ip, from.mac, a == wire::HostAnswer::kArpReply, now, &released);
+    for (uint64_t conn_id : released)
+        connect_on(conn_id, plane, false, now);
+}
+
+// Retries and expiry of every plane's neighbours; CONNECTs whose next hop
+// never answered.
+void Daemon::neighbor_timeouts(uint64_t now) {
+    std::vector<uint32_t> requests;
+    std::vector<uint64_t> failed;
+    for (uint8_t p = 0; p < neigh_.size(); ++p) {
+        // A gateway is always in use: kept resolved (asked for again after
+        // a failure, refreshed when stale) before a connection needs it.
+        if (const uint32_t gw = cfg_.plane_route[p].gateway; gw && resolves(p)) {
+            const auto *e = neigh_[p].find(gw);
+            if (!e || e->state != wire::NeighState::kIncomplete)
+                if (neigh_[p].resolve(gw, now).send_request) send_arp_request(p, gw);
+        }
+        if (now < neigh_[p].next_due_ns()) continue;
+        requests.clear();
+        failed.clear();
+        neigh_[p].tick(now, &requests, &failed);
+        for (uint32_t ip : requests)
+            send_arp_request(p, ip);
+        for (uint64_t conn_id : failed)
+            connect_on(conn_id, p, true, now);
+    }
+}
+
+// Sends the CONNECT of `conn_id` on `plane` alone, once its next hop is
+// known (or, `failed`, once it never answered: broadcast to a peer on the
+// segment, nothing to one behind a gateway).
+void Daemon::connect_on(uint64_t conn_id, uint8_t plane, bool failed, uint64_t now) {
+    auto it = connecting_.find(conn_id);
+    if (it == connecting_.end()) return;
+    Pending &p = *it->second;
+    wire::MacAddr mac = kBroadcast;
+    if (failed) {
+        if (cfg_.plane_route[plane].next_hop(p.peer_ip) != p.peer_ip) {
+            ++ctr_.cm_unresolved;
+            return;
+        }
+    } else if (next_hop_mac(plane, p.peer_ip, now, std::nullopt, &mac) != Hop::kKnown) {
+        return;
+    }
+    uint32_t ips[kMaxPlanes];
+    wire::MacAddr macs[kMaxPlanes];
+    for (uint8_t i = 0; i < kMaxPlanes; ++i) {
+        ips[i] = p.peer_ip;
+        macs[i] = mac;
+    }
+    send_cm(connect_fields(p), uint8_t(1u << plane), ips, macs);
+    ++ctr_.connects_sent;
 }
 
 wire::CmFields Daemon::my_addrs() const {
@@ -99,24 +257,34 @@ void Daemon::end_cm_batch() {
     if (!rest.frames.empty()) run_on(0, std::move(rest));
 }
 
-void Daemon::send_connect(Pending &p) {
+wire::CmFields Daemon::connect_fields(const Pending &p) const {
     wire::CmFields f = my_addrs();
     f.op = wire::CmOp::kConnect;
     f.conn_id = p.conn_id;
     f.service = p.service;
     f.src_qpn = p.qpn;
     f.psn = p.psn;
+    return f;
+}
+
+void Daemon::send_connect(Pending &p) {
     // On every plane that is up, to the one address the application gave:
     // the first copy through wins, a plane that is down does not matter.
+    // A plane whose next hop is still being resolved holds its copy (the
+    // neighbour table's hold queue) and sends it when the answer comes.
+    const uint64_t now = mono_ns();
     uint32_t ips[kMaxPlanes];
     wire::MacAddr macs[kMaxPlanes];
+    uint8_t mask = 0;
     for (uint8_t i = 0; i < kMaxPlanes; ++i) {
         ips[i] = p.peer_ip;
-        macs[i] = neighbor_mac(p.peer_ip);
+        if (i < dp_->planes() &&
+            next_hop_mac(i, p.peer_ip, now, p.conn_id, &macs[i]) == Hop::kKnown)
+            mask |= uint8_t(1u << i);
     }
-    send_cm(f, 0xff, ips, macs);
+    if (mask) send_cm(connect_fields(p), mask, ips, macs);
     ++ctr_.connects_sent;
-    p.next_send_ns = mono_ns() + uint64_t(cfg_.connect_resend_ms) * 1'000'000;
+    p.next_send_ns = now + uint64_t(cfg_.connect_resend_ms) * 1'000'000;
 }
 
 // Tells the peer of a connected QP that it is going away.
@@ -135,7 +303,7 @@ void Daemon::send_disconnect(const QpRec &q) {
 }
 
 // Takes down the peer's side of a connection this side could not bring up.
-void Daemon::disconnect_stray(const wire::CmFields &accept, uint32_t ip, const wire::MacAddr &mac) {
+void Daemon::disconnect_stray(const wire::CmFields &accept, const CmFrom &from) {
     wire::CmFields f = my_addrs();
     f.op = wire::CmOp::kDisconnect;
     f.src_qpn = accept.dst_qpn;  // the QP it was meant for
@@ -144,14 +312,18 @@ void Daemon::disconnect_stray(const wire::CmFields &accept, uint32_t ip, const w
     wire::MacAddr macs[kMaxPlanes];
     uint8_t mask = 0;
     for (uint8_t p = 0; p < std::min<uint8_t>(accept.planes, dp_->planes()); ++p) {
+        // Where a next hop is known without asking (the frame's own plane,
+        // a peer on the segment): nothing is resolved for a frame like this.
+        const uint32_t nh = cfg_.plane_route[p].next_hop(accept.ip[p]);
+        if (p != from.plane && nh != accept.ip[p]) continue;
         ips[p] = accept.ip[p];
-        macs[p] = accept.mac[p];
+        macs[p] = p == from.plane ? from.mac : accept.mac[p];
         mask |= uint8_t(1u << p);
     }
-    if (mask == 0) {
-        ips[0] = ip;
-        macs[0] = mac;
-        mask = 1;
+    if (mask == 0 && from.plane < kMaxPlanes) {
+        ips[from.plane] = from.ip;
+        macs[from.plane] = from.mac;
+        mask = uint8_t(1u << from.plane);
     }
     send_cm(f, mask, ips, macs);
     ++ctr_.disconnects_sent;
@@ -171,13 +343,15 @@ void Daemon::send_answer(wire::CmFields ans, const CmFrom &from) {
 
 // Records the peer's addresses from its CONNECT or ACCEPT in `r` and
 // makes the command that brings the QP up towards it (PSNs left to fill).
-cmd::ConnectQp Daemon::connect_command(QpRec &r, const wire::CmFields &f, uint32_t pd) {
+cmd::ConnectQp Daemon::connect_command(QpRec &r, const wire::CmFields &f, uint32_t pd,
+                                       const CmFrom &from) {
     r.peer_qpn = f.src_qpn;
     r.peer_planes = std::min<uint8_t>(f.planes, dp_->planes());
     r.peer_mtu_payload = f.mtu_payload;
-    for (uint8_t p = 0; p < f.planes; ++p) {
+    const uint64_t now = mono_ns();
+    for (uint8_t p = 0; p < r.peer_planes; ++p) {
         r.peer_ip[p] = f.ip[p];
-        r.peer_mac[p] = f.mac[p];
+        r.peer_mac[p] = path_mac(p, f.ip[p], f.mac[p], from, now);
     }
     cmd::ConnectQp c;
     c.wire_qpn = r.wire_qpn;
@@ -188,7 +362,7 @@ cmd::ConnectQp Daemon::connect_command(QpRec &r, const wire::CmFields &f, uint32
     for (uint8_t p = 0; p < r.peer_planes; ++p) {
         wire::MrcAddr &a = c.peer.path[p];
         a.src_mac = dp_->port(p).mac();
-        a.dst_mac = f.mac[p];
+        a.dst_mac = r.peer_mac[p];
         a.src_ip = cfg_.plane_ip[p];
         a.dst_ip = f.ip[p];
         a.dst_port = dp_->config().mrc_port;
@@ -220,6 +394,9 @@ void Daemon::poll_cm() {
 }
 
 void Daemon::on_cm(const uint8_t *frame, uint32_t len, uint8_t plane) {
+    if (len >= sizeof(wire::EthHdr) &&
+        reinterpret_cast<const wire::EthHdr *>(frame)->ether_type.get() == wire::kEtherTypeArp)
+        return on_arp(frame, len, plane, mono_ns());
     wire::CmFields f;
     CmFrom from;
     from.plane = plane;
@@ -293,7 +470,7 @@ void Daemon::on_connect(const wire::CmFields &f, const CmFrom &from, uint64_t no
     }
     QpRec &r = **q;
     r.service = f.service;
-    cmd::ConnectQp up = connect_command(r, f, pd_of(c.id, f.service));
+    cmd::ConnectQp up = connect_command(r, f, pd_of(c.id, f.service), from);
     up.expected_psn = f.psn;
     up.start_psn = uint32_t(rng_()) & wire::kQpnMask;
     const CommandAnswer a = run_on(r.worker, up);
@@ -355,14 +532,14 @@ void Daemon::on_answer(const wire::CmFields &f, const CmFrom &from, uint64_t now
         return;
     }
     QpRec &r = *qps_.at(p.qpn);
-    cmd::ConnectQp up = connect_command(r, f, pd_of(c.id, p.service));
+    cmd::ConnectQp up = connect_command(r, f, pd_of(c.id, p.service), from);
     up.expected_psn = f.psn;
     up.start_psn = p.psn;
     const CommandAnswer a = run_on(r.worker, up);
     const Pending done = std::move(p);
     connecting_.erase(it);
     if (!a.ok) {
-        disconnect_stray(f, from.ip, from.mac);
+        disconnect_stray(f, from);
         return finish_connect(c, done, MRC_EINVAL, "cannot bring the QP up: " + a.error);
     }
     r.connected = true;
@@ -423,7 +600,8 @@ void Daemon::on_disconnect(const wire::CmFields &f, const CmFrom &from) {
 
 void Daemon::timeouts() {
     const uint64_t now = mono_ns();
-    begin_cm_batch();  // resent CONNECTs leave together
+    begin_cm_batch();  // resent CONNECTs (and ARP requests) leave together
+    neighbor_timeouts(now);
     connect_timeouts(now);
     end_cm_batch();
     accept_timeouts(now);
@@ -451,15 +629,39 @@ void Daemon::connect_timeouts(uint64_t now) {
             it = connecting_.erase(it);
             // finish_connect may start more of a batch (connecting_ grows
             // behind `it`: a map's iterators stay valid).
-            finish_connect(
-                c, done, MRC_ETIMEDOUT,
-                fmt::format("no answer from {} (is mrcd running there, on the same MRC port?)",
-                            wire::ipv4_string(done.peer_ip)));
+            finish_connect(c, done, MRC_ETIMEDOUT, no_answer_message(done.peer_ip));
             continue;
         }
         if (now >= p.next_send_ns) send_connect(p);
         ++it;
     }
+}
+
+// Empty when some plane has a next hop for `peer_ip`; else why not (a
+// peer off every plane's subnet, with no gateway to reach it).
+std::string Daemon::no_route(uint32_t peer_ip) const {
+    for (uint8_t p = 0; p < dp_->planes(); ++p)
+        if (cfg_.plane_route[p].next_hop(peer_ip) != 0) return "";
+    return fmt::format("no route to {}: it is on no plane's subnet and no plane has a gateway",
+                       wire::ipv4_string(peer_ip));
+}
+
+// Why a CONNECT went unanswered, as far as this host can tell: no next hop
+// on any plane (no route, or nobody answered ARP), else the peer.
+std::string Daemon::no_answer_message(uint32_t peer_ip) const {
+    std::string hops;
+    for (uint8_t p = 0; p < dp_->planes(); ++p) {
+        const uint32_t nh = cfg_.plane_route[p].next_hop(peer_ip);
+        const auto *e = resolves(p) && nh ? neigh_[p].find(nh) : nullptr;
+        if (nh != 0 && !(e && (e->state == wire::NeighState::kFailed ||
+                               e->state == wire::NeighState::kIncomplete)))
+            return fmt::format("no answer from {} (is mrcd running there, on the same MRC port?)",
+                               wire::ipv4_string(peer_ip));
+        hops += fmt::format("{}plane {}: {}", hops.empty() ? "" : "; ", p,
+                            nh == 0 ? "off the subnet and no gateway"
+                                    : "next hop " + wire::ipv4_string(nh) + " answers no ARP");
+    }
+    return fmt::format("no route to {}: {}", wire::ipv4_string(peer_ip), hops);
 }
 
 void Daemon::accept_timeouts(uint64_t now) {

@@ -207,10 +207,33 @@ Result<DaemonConfig> load_config(const std::string &path, const std::string &tex
             if (auto r = t.whole("dscp_data", &d.data, 0, 63); !r) return in_file(r);
             if (auto r = t.whole("dscp_control", &d.control, 0, 63); !r) return in_file(r);
             if (auto r = t.whole("dscp_cm", &d.cm, 0, 63); !r) return in_file(r);
+            std::string gateway;
+            if (auto r = t.string("gateway", &gateway); !r) return in_file(r);
             if (auto r = t.done(); !r) return in_file(r);
-            auto v = parse_ip(ip);
-            if (!v) return Error{prefix + where + ": ip: " + v.error().message};
-            c.plane_ip.push_back(*v);
+            auto route = wire::parse_ipv4_prefix(ip.data(), ip.size());
+            if (!route) {
+                const size_t slash = ip.find('/');
+                if (slash == std::string::npos)
+                    return Error{prefix + where + ": ip: " + parse_ip(ip).error().message};
+                return Error{prefix + where + ": ip: \"" + ip +
+                             "\" is not an IPv4 address with a prefix length 0-32 (a.b.c.d/len)"};
+            }
+            if (route->ip == 0 || route->ip == 0xffffffffu)
+                return Error{prefix + where + ": ip: 0.0.0.0 and 255.255.255.255 are not a host's"};
+            if (!gateway.empty()) {
+                auto g = parse_ip(gateway);
+                if (!g) return Error{prefix + where + ": gateway: " + g.error().message};
+                if (route->prefix_len < 0)
+                    return Error{prefix + where +
+                                 ": gateway needs the prefix of ip (for example \"" + ip +
+                                 "/24\"): without one every peer is on-link"};
+                if (!route->on_link(*g) || *g == route->ip)
+                    return Error{prefix + where + ": gateway " + gateway +
+                                 " is not another host on the subnet of " + ip};
+                route->gateway = *g;
+            }
+            c.plane_ip.push_back(route->ip);
+            c.plane_route.push_back(*route);
             c.plane_dscp.push_back(d);
         }
     } else if (root.contains("plane")) {

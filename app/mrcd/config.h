@@ -10,6 +10,7 @@
 #include "core/config.h"
 #include "dpdk/dataplane.h"
 #include "wire/addr.h"
+#include "wire/neighbor.h"
 #include "wire/net.h"
 
 namespace mrc::mrcd {
@@ -34,6 +35,9 @@ struct DaemonConfig {
     dp::DataplaneConfig dp;
     // [[plane]]: this host's IPv4 address on each plane, in port order.
     std::vector<uint32_t> plane_ip;
+    // [[plane]]: the same with its prefix and gateway (wire/neighbor.h):
+    // peers off the subnet are reached through the gateway.
+    std::vector<wire::Route> plane_route;
     // [[plane]]: the traffic classes (DSCP) of what this host sends on each
     // plane: data, its control packets (acks, NACKs, probes), CM frames.
     struct PlaneDscp {
@@ -43,8 +47,8 @@ struct DaemonConfig {
     // [qp]
     QpConfig qp;
     uint32_t evs_per_plane = 16;
-    // [[neighbor]]: MAC addresses of peers (else CONNECT goes to broadcast
-    // and the answer teaches the rest).
+    // [[neighbor]]: MAC addresses of next hops (peers on-link, gateways),
+    // overriding ARP.
     std::vector<Neighbor> neighbors;
 };
 

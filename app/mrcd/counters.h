@@ -27,7 +27,10 @@ namespace mrc::mrcd {
     X(cm_bad, "CM frames that did not parse, or matched nothing")                               \
     X(cm_duplicates, "copies of CM frames already acted on (each plane brings one)")            \
     X(cm_backlog_full, "CONNECTs left unanswered while the listener's accept backlog was full") \
-    X(cm_dropped, "CM frames lost because the server thread was behind (or oversized)")
+    X(cm_dropped, "CM frames lost because the server thread was behind (or oversized)")         \
+    X(cm_unresolved, "CONNECT copies not sent: the plane's gateway did not answer ARP")         \
+    X(paths_unresolved,                                                                         \
+      "QP planes set up without a next hop (no route, or the gateway had not answered ARP)")
 
 #define MRCD_COUNTER_FIELD(name, doc) uint64_t name = 0;
 #define MRCD_COUNTER_COUNT(name, doc) +1

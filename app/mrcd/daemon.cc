@@ -90,8 +90,13 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig &cfg, dp::Data
     if (cfg.plane_ip.size() != dp->planes())
         return Error{fmt::format("the config gives {} [[plane]] addresses for {} ports",
                                  cfg.plane_ip.size(), dp->planes())};
-    d->cm_in_.ring =
-        rte_ring_create("mrcd_cm_in", kCmInCap, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    if (cfg.plane_route.size() != cfg.plane_ip.size())
+        return Error{"the config's [[plane]] routes and addresses do not match"};
+    d->neigh_.resize(dp->planes());
+    for (auto &t : d->neigh_)
+        for (const Neighbor &n : cfg.neighbors)
+            t.set_static(n.ip, n.mac);
+    d->cm_in_.ring = rte_ring_create("mrcd_cm_in", kCmInCap, SOCKET_ID_ANY, RING_F_SC_DEQ);
     if (d->cm_in_.ring == nullptr)
         return Error{fmt::format("cannot create the CM ring: {}", rte_strerror(rte_errno))};
     d->cm_in_.wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -243,6 +248,12 @@ void Daemon::run(const std::atomic<bool> &stop) {
     started_ns_ = mono_ns();
     log(RTE_LOG_INFO, "serving on {} ({} planes, {} workers)", socket_path_, dp_->planes(),
         dp_->workers());
+    // Each plane's gateway is asked for now, before a connection needs it.
+    for (uint8_t p = 0; p < dp_->planes(); ++p) {
+        const uint32_t gw = cfg_.plane_route[p].gateway;
+        if (gw == 0 || !resolves(p)) continue;
+        if (neigh_[p].resolve(gw, started_ns_).send_request) send_arp_request(p, gw);
+    }
     uint64_t drain_deadline = 0, next_check = 0;
     std::vector<pollfd> fds;
     std::vector<uint32_t> ids;

@@ -44,6 +44,7 @@
 #include "counters.h"
 #include "dpdk/dataplane.h"
 #include "wire/cm.h"
+#include "wire/neighbor.h"
 
 namespace mrc::mrcd {
 
@@ -152,8 +153,23 @@ class Daemon {
                  const wire::MacAddr *dst_mac);
     void send_connect(Pending &p);
     void send_disconnect(const QpRec &q);
-    void disconnect_stray(const wire::CmFields &accept, uint32_t ip, const wire::MacAddr &mac);
-    cmd::ConnectQp connect_command(QpRec &r, const wire::CmFields &f, uint32_t pd);
+    void disconnect_stray(const wire::CmFields &accept, const CmFrom &from);
+    cmd::ConnectQp connect_command(QpRec &r, const wire::CmFields &f, uint32_t pd,
+                                   const CmFrom &from);
+    wire::CmFields connect_fields(const Pending &p) const;
+    std::string no_answer_message(uint32_t peer_ip) const;
+    std::string no_route(uint32_t peer_ip) const;
+    // Next hops (cm.cc): the plane's route, then its neighbour table.
+    enum class Hop : uint8_t { kKnown, kPending, kUnreachable };
+    bool resolves(uint8_t plane) const;
+    Hop next_hop_mac(uint8_t plane, uint32_t dst, uint64_t now, std::optional<uint64_t> waiter,
+                     wire::MacAddr *mac);
+    wire::MacAddr path_mac(uint8_t plane, uint32_t dst, const wire::MacAddr &peer_said,
+                           const CmFrom &from, uint64_t now);
+    void send_arp_request(uint8_t plane, uint32_t ip);
+    void on_arp(const uint8_t *frame, uint32_t len, uint8_t plane, uint64_t now);
+    void neighbor_timeouts(uint64_t now);
+    void connect_on(uint64_t conn_id, uint8_t plane, bool failed, uint64_t now);
     void timeouts();
     void connect_timeouts(uint64_t now);
     void accept_timeouts(uint64_t now);
@@ -164,6 +180,7 @@ class Daemon {
     std::string admin(const std::string &request, const Client &c);
     std::string admin_status();
     std::string admin_ports();
+    std::string admin_neighbors();
     std::string admin_qps(bool per_qp, uint64_t from);
     std::string admin_deny(const nlohmann::json &req, const std::string &cmd, const Client &c);
     std::string admin_error(const std::string &message);
@@ -171,7 +188,8 @@ class Daemon {
     DaemonConfig cfg_;
     dp::Dataplane *dp_;
     std::vector<std::unique_ptr<Agent>> agents_;
-    CmInbox cm_in_;  // worker 0 -> server
+    CmInbox cm_in_;                           // worker 0 -> server
+    std::vector<wire::NeighborTable> neigh_;  // per plane
     int listen_fd_ = -1;
     std::string socket_path_;
     std::map<uint32_t, std::unique_ptr<Client>> clients_;  // by id

@@ -488,6 +488,8 @@ void Daemon::do_connect(Client &c, uint32_t seq, const ipc::ConnectReq &req) {
     if (q.connected) return reply(c, op, seq, MRC_ESTATE, "QP already connected");
     if (req.peer_ip == 0 || req.peer_ip == 0xffffffff)
         return reply(c, op, seq, MRC_EINVAL, "peer address 0.0.0.0 / broadcast");
+    if (const std::string why = no_route(req.peer_ip); !why.empty())
+        return reply(c, op, seq, MRC_EINVAL, why);
     Pending &p =
         start_connect(c, seq, req.qpn, req.service, req.peer_ip, deadline_after_ms(req.timeout_ms));
     c.waiting = std::make_unique<Pending>(p);
@@ -529,6 +531,8 @@ void Daemon::do_connect_many(Client &c, uint32_t seq, const uint8_t *body, uint3
         return reply(c, op, seq, MRC_EINVAL, "request body disagrees with its QP count");
     if (req.peer_ip == 0 || req.peer_ip == 0xffffffff)
         return reply(c, op, seq, MRC_EINVAL, "peer address 0.0.0.0 / broadcast");
+    if (const std::string why = no_route(req.peer_ip); !why.empty())
+        return reply(c, op, seq, MRC_EINVAL, why);
     std::vector<uint32_t> qpns(req.count);
     std::memcpy(qpns.data(), body + sizeof req, qpns.size() * sizeof qpns[0]);
     // Each QP this context's, not connected, named once.

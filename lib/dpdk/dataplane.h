@@ -159,6 +159,13 @@ class WorkerApp {
                              uint64_t now_ns) {
         (void)w, (void)frame, (void)len, (void)plane, (void)now_ns;
     }
+    // An ARP packet from a neighbour on `plane` (a request for the plane's
+    // address, already answered, or any other ARP the port heard), for
+    // an application that resolves next hops itself. Any worker calls it.
+    virtual void on_arp_frame(Worker &w, const uint8_t *frame, uint32_t len, uint8_t plane,
+                              uint64_t now_ns) {
+        (void)w, (void)frame, (void)len, (void)plane, (void)now_ns;
+    }
     // Timed work of the application's own (rate pacing): the time by which
     // it wants its next poll. An adaptive worker (IdleMode::kAdaptive) does
     // not sleep past it. UINT64_MAX: none.
@@ -224,7 +231,7 @@ class Worker {
     void rx_port(uint8_t plane, uint64_t now_ns);
     void rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_ns);
     void deliver(const uint8_t *f, uint32_t len, uint32_t qpn, uint8_t plane, uint64_t now_ns);
-    void host_frame(uint8_t plane, const uint8_t *f, uint32_t len);
+    void host_frame(uint8_t plane, const uint8_t *f, uint32_t len, uint64_t now_ns);
     void announce_addresses();
     uint32_t rx_handoff(uint64_t now_ns);
     uint32_t tx(uint64_t now_ns);

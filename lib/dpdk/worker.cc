@@ -399,7 +399,7 @@ void Worker::rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_
         const auto *f = rte_pktmbuf_mtod(m, const uint8_t *);
         const uint32_t len = m->data_len;
         if (off == 0) {
-            host_frame(plane, f, len);
+            host_frame(plane, f, len, now_ns);
             continue;
         }
         // Lengths before anything reads by them (the checksum below does).
@@ -489,7 +489,7 @@ void Worker::deliver(const uint8_t *f, uint32_t len, uint32_t qpn, uint8_t plane
 // are answered (wire/host.h), so that neighbours can reach a DPDK-owned
 // port; the rest is stray. Not on AF_XDP ports: their address is the
 // kernel's, and only MRC frames are steered to the socket.
-void Worker::host_frame(uint8_t plane, const uint8_t *f, uint32_t len) {
+void Worker::host_frame(uint8_t plane, const uint8_t *f, uint32_t len, uint64_t now_ns) {
     const std::vector<uint32_t> &ips = dp_->cfg_.plane_ipv4;
     const drivers::Port &port = *dp_->ports_[plane];
     if (plane >= ips.size() || ips[plane] == 0 || port.af_xdp()) {
@@ -505,6 +505,7 @@ void Worker::host_frame(uint8_t plane, const uint8_t *f, uint32_t len) {
     switch (a) {
         case wire::HostAnswer::kArpReply:
             if (send_raw(plane, out, n)) ++ctr_.tx_arp;
+            if (app_ && from.ip) app_->on_arp_frame(*this, f, len, plane, now_ns);
             break;
         case wire::HostAnswer::kEchoReply:
             if (send_raw(plane, out, n)) ++ctr_.tx_echo_replies;
@@ -513,6 +514,7 @@ void Worker::host_frame(uint8_t plane, const uint8_t *f, uint32_t len) {
             ++ctr_.rx_host_malformed;
             break;
         case wire::HostAnswer::kArpLearned:
+            if (app_) app_->on_arp_frame(*this, f, len, plane, now_ns);
             break;
         case wire::HostAnswer::kNone:
             ++ctr_.rx_stray;

@@ -50,7 +50,7 @@ const char *neigh_state_name(NeighState s);
 
 struct NeighborConfig {
     uint32_t max_entries = 4096;
-    uint32_t max_held = 64;           // waiters held per incomplete entry
+    uint32_t max_held = 1024;         // waiters held per incomplete entry
     uint32_t max_probes = 3;          // requests without an answer before giving up
     uint64_t retry_ns = 100'000'000;  // between them
     uint64_t reachable_ns = 30'000'000'000ull;

@@ -939,6 +939,13 @@ TEST(Mrcd, BadConfigurationsAreRefusedByName) {
         {"[[plane]]\nip = \"10.0.0.1\"\ndscp_cm = -1\n", "dscp_cm must be"},
         {"[[plane]]\nip = \"10.0.0.1\"\n[qp]\nevs_per_plane = 16\nev_range = \"50000-50010\"\n",
          "holds fewer ports"},
+        {"[[plane]]\nip = \"10.0.0.1/33\"\n", "prefix length 0-32"},
+        {"[[plane]]\nip = \"10.0.0.1\"\ngateway = \"10.0.0.254\"\n", "gateway needs the prefix"},
+        {"[[plane]]\nip = \"10.0.0.1/24\"\ngateway = \"10.0.1.254\"\n",
+         "not another host on the subnet"},
+        {"[[plane]]\nip = \"10.0.0.1/24\"\ngateway = \"10.0.0.1\"\n", "not another host"},
+        {"[[plane]]\nip = \"10.0.0.1/24\"\ngateway = \"x\"\n", "gateway: 'x'"},
+        {"[[plane]]\nip = \"0.0.0.0/8\"\n", "are not a host's"},
     };
     int i = 0;
     for (const auto &[text, want] : bad) {
