@@ -501,6 +501,11 @@ void Agent::run(cmd::ErrorQp &c, CommandAnswer &) {
     activate(q);
 }
 
+void Agent::run(cmd::SetNextHop &c, CommandAnswer &) {
+    for (const uint32_t qpn : c.wire_qpns)
+        if (AgentQp *q = find(qpn)) q->qp->set_next_hop(c.plane, c.mac);
+}
+
 void Agent::run(cmd::SendCm &c, CommandAnswer &) {
     uint64_t sent = 0;
     for (const auto &[plane, f] : c.frames) {

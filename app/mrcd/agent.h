@@ -145,6 +145,7 @@ class Agent final : public dp::WorkerApp {
     void run(cmd::ConnectQp &c, CommandAnswer &a);
     void run(cmd::DestroyQp &c, CommandAnswer &a);
     void run(cmd::ErrorQp &c, CommandAnswer &a);
+    void run(cmd::SetNextHop &c, CommandAnswer &a);
     void run(cmd::SendCm &c, CommandAnswer &a);
     void run(cmd::CountOutstanding &c, CommandAnswer &a);
     void run(cmd::Shutdown &c, CommandAnswer &a);

@@ -148,10 +148,42 @@ void Daemon::on_arp(const uint8_t *frame, uint32_t len, uint8_t plane, uint64_t 
         wire::answer_host(frame, len, dp_->port(plane).mac(), cfg_.plane_ip[plane], scratch,
                           sizeof scratch, &n, &from);
     if (from.ip == 0) return;
+    const auto *before = neigh_[plane].find(from.ip);
+    const bool had_mac = before && (before->state == wire::NeighState::kReachable ||
+                                    before->state == wire::NeighState::kStale);
+    const wire::MacAddr old_mac = had_mac ? before->mac : wire::MacAddr{};
     std::vector<uint64_t> released;
     neigh_[plane].learn(from.ip, from.mac, a == wire::HostAnswer::kArpReply, now, &released);
     for (uint64_t conn_id : released)
         connect_on(conn_id, plane, false, now);
+    const auto *after = neigh_[plane].find(from.ip);
+    if (after && after->state == wire::NeighState::kReachable &&
+        !(had_mac && old_mac == after->mac))
+        follow_next_hop(plane, from.ip, after->mac);
+}
+
+// A next hop on `plane` has a MAC it did not have: the connected QPs that
+// go through it there are pointed at it (one command per worker). A rare
+// event (a router replaced, or late to answer), so the QPs are walked.
+void Daemon::follow_next_hop(uint8_t plane, uint32_t ip, const wire::MacAddr &mac) {
+    if (!(neighbor_mac(ip) == kBroadcast)) return;  // a [[neighbor]] entry decides
+    std::vector<cmd::SetNextHop> per_worker(dp_->workers());
+    for (auto &[qpn, r] : qps_) {
+        if (plane >= r->peer_planes || r->peer_mac[plane] == mac ||
+            cfg_.plane_route[plane].next_hop(r->peer_ip[plane]) != ip)
+            continue;
+        r->peer_mac[plane] = mac;
+        per_worker[r->worker].wire_qpns.push_back(qpn);
+    }
+    for (uint32_t w = 0; w < per_worker.size(); ++w) {
+        if (per_worker[w].wire_qpns.empty()) continue;
+        ctr_.paths_moved += per_worker[w].wire_qpns.size();
+        log(RTE_LOG_INFO, "plane {}: next hop {} is at {} now: {} QPs follow", plane,
+            wire::ipv4_string(ip), wire::mac_string(mac), per_worker[w].wire_qpns.size());
+        per_worker[w].plane = plane;
+        per_worker[w].mac = mac;
+        run_on(w, std::move(per_worker[w]));
+    }
 }
 
 // Retries and expiry of every plane's neighbours; CONNECTs whose next hop

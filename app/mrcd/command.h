@@ -82,6 +82,14 @@ struct ErrorQp {
     uint8_t status = 0;
 };
 
+// Points the paths of some QPs on one plane at another next hop (the
+// gateway changed its MAC, or answered after they came up).
+struct SetNextHop {
+    uint8_t plane = 0;
+    wire::MacAddr mac{};
+    std::vector<uint32_t> wire_qpns;
+};
+
 // Sends connection-management frames (worker 0).
 struct SendCm {
     std::vector<std::pair<uint8_t, std::vector<uint8_t>>> frames;  // (plane, frame)
@@ -98,9 +106,9 @@ struct Shutdown {};
 
 }  // namespace cmd
 
-using CommandBody =
-    std::variant<cmd::RegMr, cmd::DeregMr, cmd::AddCq, cmd::DelCq, cmd::CreateQp, cmd::ConnectQp,
-                 cmd::DestroyQp, cmd::ErrorQp, cmd::SendCm, cmd::CountOutstanding, cmd::Shutdown>;
+using CommandBody = std::variant<cmd::RegMr, cmd::DeregMr, cmd::AddCq, cmd::DelCq, cmd::CreateQp,
+                                 cmd::ConnectQp, cmd::DestroyQp, cmd::ErrorQp, cmd::SetNextHop,
+                                 cmd::SendCm, cmd::CountOutstanding, cmd::Shutdown>;
 
 struct CommandAnswer {
     bool ok = true;

@@ -30,7 +30,9 @@ namespace mrc::mrcd {
     X(cm_dropped, "CM frames lost because the server thread was behind (or oversized)")         \
     X(cm_unresolved, "CONNECT copies not sent: the plane's gateway did not answer ARP")         \
     X(paths_unresolved,                                                                         \
-      "QP planes set up without a next hop (no route, or the gateway had not answered ARP)")
+      "QP planes set up without a next hop (no route, or the gateway had not answered ARP)")    \
+    X(paths_moved,                                                                              \
+      "QP planes pointed at a next hop's new MAC (it changed, or answered after set-up)")
 
 #define MRCD_COUNTER_FIELD(name, doc) uint64_t name = 0;
 #define MRCD_COUNTER_COUNT(name, doc) +1

@@ -169,6 +169,7 @@ class Daemon {
     void send_arp_request(uint8_t plane, uint32_t ip);
     void on_arp(const uint8_t *frame, uint32_t len, uint8_t plane, uint64_t now);
     void neighbor_timeouts(uint64_t now);
+    void follow_next_hop(uint8_t plane, uint32_t ip, const wire::MacAddr &mac);
     void connect_on(uint64_t conn_id, uint8_t plane, bool failed, uint64_t now);
     void timeouts();
     void connect_timeouts(uint64_t now);

@@ -178,6 +178,13 @@ Result<void> Qp::to_init(uint32_t pd) {
     return {};
 }
 
+bool Qp::set_next_hop(uint8_t plane, const wire::MacAddr &mac) {
+    if (state_ == QpState::kReset || state_ == QpState::kInit || plane >= peer_.planes)
+        return false;
+    peer_.path[plane].dst_mac = mac;
+    return true;
+}
+
 Result<void> Qp::to_rtr(const QpPeer &peer, Psn expected_psn) {
     if (state_ != QpState::kInit) return Error{std::string("to_rtr from ") + to_string(state_)};
     if (peer.planes == 0 || peer.planes > kMaxPlanes)

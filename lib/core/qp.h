@@ -175,6 +175,11 @@ class Qp {
     Result<void> to_rts(Psn send_psn);
     void to_error(WcStatus cause = WcStatus::kFlushed);
     void reset();
+    // Points the QP's packets on `plane` at another next hop (the router in
+    // front of this host changed its MAC, or answered only after the QP
+    // came up); the rest of the path stays. False when the QP has no such
+    // plane.
+    bool set_next_hop(uint8_t plane, const wire::MacAddr &mac);
 
     // ---- application ----
     PostResult post_write(const WriteRequest &wr);

@@ -232,6 +232,8 @@ class Worker {
     void rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_ns);
     void deliver(const uint8_t *f, uint32_t len, uint32_t qpn, uint8_t plane, uint64_t now_ns);
     void host_frame(uint8_t plane, const uint8_t *f, uint32_t len, uint64_t now_ns);
+    rte_mbuf *frame_mbuf(uint8_t plane, const uint8_t *frame, uint32_t len, uint32_t min_len);
+    void queue_frame(uint8_t plane, rte_mbuf *m);
     void announce_addresses();
     uint32_t rx_handoff(uint64_t now_ns);
     uint32_t tx(uint64_t now_ns);

@@ -522,33 +522,47 @@ void Worker::host_frame(uint8_t plane, const uint8_t *f, uint32_t len, uint64_t 
     }
 }
 
-// A whole frame as it is (no checksum filled), queued on `plane`.
-bool Worker::send_raw(uint8_t plane, const uint8_t *frame, uint32_t len) {
+// A copy of `frame` in a new mbuf, with room for it in `plane`'s TX queue
+// (flushed if full), or nullptr (counted). `min_len`: the shortest frame
+// the caller accepts.
+rte_mbuf *Worker::frame_mbuf(uint8_t plane, const uint8_t *frame, uint32_t len, uint32_t min_len) {
     if (plane >= dp_->planes() || !(port_enabled_ & (1u << plane))) {
         ++ctr_.tx_port_down;
-        return false;
+        return nullptr;
     }
     TxQueue &q = txq_[plane];
     if (q.n == kTxQueueCap) flush(plane);
     if (q.n == kTxQueueCap) {
         ++ctr_.tx_full;
-        return false;
+        return nullptr;
     }
     rte_mbuf *m = rte_pktmbuf_alloc(dp_->pool_);
     if (m == nullptr) {
         ++ctr_.tx_nombuf;
-        return false;
+        return nullptr;
     }
-    if (len > rte_pktmbuf_tailroom(m)) {
+    if (len > rte_pktmbuf_tailroom(m) || len < min_len) {
         rte_pktmbuf_free(m);
         ++ctr_.tx_full;
-        return false;
+        return nullptr;
     }
     rte_memcpy(rte_pktmbuf_mtod(m, uint8_t *), frame, len);
     m->data_len = static_cast<uint16_t>(len);
     m->pkt_len = len;
+    return m;
+}
+
+void Worker::queue_frame(uint8_t plane, rte_mbuf *m) {
+    TxQueue &q = txq_[plane];
     q.m[q.n++] = m;
-    ctr_.tx_bytes += len;
+    ctr_.tx_bytes += m->pkt_len;
+}
+
+// A whole frame as it is (no checksum filled), queued on `plane`.
+bool Worker::send_raw(uint8_t plane, const uint8_t *frame, uint32_t len) {
+    rte_mbuf *m = frame_mbuf(plane, frame, len, sizeof(wire::EthHdr));
+    if (m == nullptr) return false;
+    queue_frame(plane, m);
     return true;
 }
 
@@ -566,39 +580,16 @@ void Worker::announce_addresses() {
 }
 
 bool Worker::send_frame(uint8_t plane, const uint8_t *frame, uint32_t len) {
-    if (plane >= dp_->planes() || !(port_enabled_ & (1u << plane))) {
-        ++ctr_.tx_port_down;
-        return false;
-    }
-    TxQueue &q = txq_[plane];
-    if (q.n == kTxQueueCap) flush(plane);
-    if (q.n == kTxQueueCap) {
-        ++ctr_.tx_full;
-        return false;
-    }
-    rte_mbuf *m = rte_pktmbuf_alloc(dp_->pool_);
-    if (m == nullptr) {
-        ++ctr_.tx_nombuf;
-        return false;
-    }
-    if (len > rte_pktmbuf_tailroom(m) || len < wire::kEthIpv4UdpBytes) {
-        rte_pktmbuf_free(m);
-        ++ctr_.tx_full;
-        return false;
-    }
-    uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
-    rte_memcpy(d, frame, len);
-    m->data_len = static_cast<uint16_t>(len);
-    m->pkt_len = len;
+    rte_mbuf *m = frame_mbuf(plane, frame, len, wire::kEthIpv4UdpBytes);
+    if (m == nullptr) return false;
     const drivers::Port &port = *dp_->ports_[plane];
     if (dp_->cfg_.udp_checksum) {
         if (port.tx_udp_offload())
             port.prepare_tx_cksum(m, RTE_ETHER_HDR_LEN, 20);
         else
-            wire::fill_udp_checksum(d);
+            wire::fill_udp_checksum(rte_pktmbuf_mtod(m, uint8_t *));
     }
-    q.m[q.n++] = m;
-    ctr_.tx_bytes += len;
+    queue_frame(plane, m);
     ++ctr_.tx_cm;
     return true;
 }

@@ -157,6 +157,15 @@ bool NeighborTable::learn(uint32_t ip, const MacAddr &mac, bool create, uint64_t
 
 void NeighborTable::tick(uint64_t now_ns, std::vector<uint32_t> *requests,
                          std::vector<uint64_t> *failed) {
+    // One more request for an unanswered entry; false after max_probes.
+    auto retry = [&](Entry &e, uint32_t ip) {
+        if (e.probes >= cfg_.max_probes) return false;
+        ++e.probes;
+        e.next_ns = now_ns + cfg_.retry_ns;
+        ++ctr_.requests;
+        requests->push_back(ip);
+        return true;
+    };
     for (auto it = map_.begin(); it != map_.end();) {
         Entry &e = it->second;
         bool erase = false;
@@ -164,14 +173,7 @@ void NeighborTable::tick(uint64_t now_ns, std::vector<uint32_t> *requests,
             case NeighState::kStatic:
                 break;
             case NeighState::kIncomplete:
-                if (now_ns < e.next_ns) break;
-                if (e.probes < cfg_.max_probes) {
-                    ++e.probes;
-                    e.next_ns = now_ns + cfg_.retry_ns;
-                    ++ctr_.requests;
-                    requests->push_back(it->first);
-                    break;
-                }
+                if (now_ns < e.next_ns || retry(e, it->first)) break;
                 e.state = NeighState::kFailed;
                 e.next_ns = now_ns + cfg_.failed_ns;
                 ++ctr_.failed;
@@ -191,14 +193,8 @@ void NeighborTable::tick(uint64_t now_ns, std::vector<uint32_t> *requests,
                     break;
                 }
                 if (now_ns < e.next_ns) break;
-                if (e.probes < cfg_.max_probes) {
-                    ++e.probes;
-                    e.next_ns = now_ns + cfg_.retry_ns;
-                    ++ctr_.requests;
-                    requests->push_back(it->first);
-                } else {
-                    erase = true;  // a refresh nobody answered: the neighbour is gone
-                }
+                // A refresh nobody answered: the neighbour is gone.
+                if (!retry(e, it->first)) erase = true;
                 break;
             case NeighState::kFailed:
                 if (now_ns >= e.next_ns) erase = true;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "harness.h"
@@ -860,6 +861,50 @@ TEST(Qp, TheSmallerEndsPayloadSizeIsTheConnections) {
         }
         EXPECT_EQ(data, 4096 / c.want) << "own " << c.own << " peer " << c.peer;
     }
+}
+
+TEST(Qp, ANewNextHopTakesThePlanesPacketsAndLeavesTheOthers) {
+    EndpointConfig ec;
+    ec.planes = 2;
+    ec.max_qps = 2;
+    Endpoint a(ec);
+    Qp *q = a.create_qp(Harness::small_config()).value();
+    const wire::MacAddr old_hop{{2, 0, 0, 0, 0, 1}}, new_hop{{2, 0, 0, 0, 0, 9}};
+    EXPECT_FALSE(q->set_next_hop(0, new_hop)) << "no path before the QP is connected";
+    ASSERT_TRUE(q->to_init(1));
+    QpPeer peer;
+    peer.dst_qpn = 7;
+    peer.planes = 2;
+    for (uint8_t p = 0; p < 2; ++p) {
+        peer.path[p].src_ip = wire::ipv4(10, 1, p, 1);
+        peer.path[p].dst_ip = wire::ipv4(10, 2, p, 1);
+        peer.path[p].dst_mac = old_hop;
+    }
+    ASSERT_TRUE(q->to_rtr(peer, Psn(1)));
+    ASSERT_TRUE(q->to_rts(Psn(1)));
+    EXPECT_TRUE(q->set_next_hop(0, new_hop));
+    EXPECT_FALSE(q->set_next_hop(2, new_hop)) << "the QP has two planes";
+    std::vector<uint8_t> buf(64 * 1024, 1);
+    WriteRequest wr;
+    wr.local = buf.data();
+    wr.length = uint32_t(buf.size());
+    wr.remote_addr = 0x1000;
+    wr.rkey = 1;
+    ASSERT_EQ(q->post_write(wr), PostResult::kOk);
+    std::vector<uint8_t> hdrs(64 * wire::kMaxHdrBytes);
+    TxPacket out[64];
+    for (uint32_t i = 0; i < 64; ++i)
+        out[i].hdr = hdrs.data() + i * wire::kMaxHdrBytes;
+    const uint32_t n = a.poll_tx(out, 64, 1000);
+    uint32_t on[2] = {0, 0};
+    for (uint32_t i = 0; i < n; ++i) {
+        wire::EthHdr eth;
+        std::memcpy(&eth, out[i].hdr, sizeof eth);
+        EXPECT_EQ(eth.dst, out[i].plane == 0 ? new_hop : old_hop) << "packet " << i;
+        ++on[out[i].plane & 1];
+    }
+    EXPECT_GT(on[0], 0u);
+    EXPECT_GT(on[1], 0u);
 }
 
 }  // namespace

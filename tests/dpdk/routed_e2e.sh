@@ -8,10 +8,12 @@
 # host namespace has no addresses). The daemons find their gateways by
 # ARP, the CONNECT goes through the routers, bulk_copy moves 32 MiB with a
 # WRITE_WITH_IMM at the end, verified byte for byte on the receiver.
-# Checked besides: the routers forwarded MRC frames on both planes (their
-# veths' counters), mrcctl neighbors shows each gateway reachable, and a
-# daemon on the same fabric with its gateway missing fails a connect with
-# a "no route" error naming the plane. Needs root; exits 77 without it.
+# Then 256 MiB while plane 0's router changes its MAC and announces it: the
+# QP must follow (the router keeps forwarding plane 0). Checked besides:
+# the routers forwarded MRC frames on both planes (their veths' counters),
+# mrcctl neighbors shows each gateway reachable, and daemon A restarted
+# with no gateway, then with gateways nobody has, fails a connect with the
+# reason. Needs root; exits 77 without it.
 #
 #   routed_e2e.sh path/to/app-dir   (mrcd, mrcctl, bulk_copy)
 set -euo pipefail
@@ -35,13 +37,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' INT TERM
 fail() { echo "$*"; exit 1; }
-wait_pid() {  # pid seconds: its exit status, or 124 if it is still running
-  for _ in $(seq $(( $2 * 10 ))); do
-    kill -0 "$1" 2>/dev/null || { wait "$1"; return $?; }
-    sleep 0.1
-  done
-  return 124
-}
 
 for n in a b r0 r1; do
   ip netns add "$P-$n"
@@ -63,8 +58,8 @@ for p in 0 1; do
 done
 
 eal=(--no-huge -m 512 --no-pci --log-level=lib.eal:error)
-start_mrcd() {  # side host-number lcores [gateway-of-plane-1]
-  local side=$1 net=$2 lc=$3 gw1=${4-"10.$2.1.254"}
+start_mrcd() {  # side host-number lcores
+  local side=$1 net=$2 lc=$3
   cat >"$work/mrcd-$side.toml" <<TOML
 [daemon]
 socket = "$work/$side.sock"
@@ -78,12 +73,16 @@ ip = "10.$net.0.1/24"
 gateway = "10.$net.0.254"
 [[plane]]
 ip = "10.$net.1.1/24"
+gateway = "10.$net.1.254"
 TOML
-  [ -n "$gw1" ] && sed -i "\$a gateway = \"$gw1\"" "$work/mrcd-$side.toml"
   "$apps/mrcd" --check-config "$work/mrcd-$side.toml" >/dev/null || fail "mrcd config $side refused"
-  ip netns exec "$P-$side" "$apps/mrcd" "${eal[@]}" --lcores "$lc" --file-prefix "$P-$side" \
+  launch "$side" "$net" "$lc" "mrcd-$side"
+}
+launch() {  # side host-number lcores log-name: mrcd with $work/mrcd-<side>.toml
+  local side=$1 net=$2
+  ip netns exec "$P-$side" "$apps/mrcd" "${eal[@]}" --lcores "$3" --file-prefix "$P-$side" \
     --vdev="net_tap0,iface=t${side}0" --vdev="net_tap1,iface=t${side}1" -- \
-    --config "$work/mrcd-$side.toml" >"$work/mrcd-$side.log" 2>&1 &
+    --config "$work/mrcd-$side.toml" >"$work/$4.log" 2>&1 &
   pids+=($!)
   eval "mrcd_$side=\$!"
   # Each tap joins its plane's bridge once the PMD has it up, with another
@@ -99,8 +98,8 @@ TOML
     ip -n "$P-$side" link set "t$side$p" master "br$p"
     ip -n "$P-$side" link set "t$side$p" up
   done
-  for _ in $(seq 300); do grep -q "mrcd: ready" "$work/mrcd-$side.log" && break; sleep 0.1; done
-  grep -q "mrcd: ready" "$work/mrcd-$side.log" || fail "mrcd $side not ready"
+  for _ in $(seq 300); do grep -q "mrcd: ready" "$work/$4.log" && break; sleep 0.1; done
+  grep -q "mrcd: ready" "$work/$4.log" || fail "mrcd $side ($4) not ready"
 }
 start_mrcd a 1 0@1,1@0
 start_mrcd b 2 0@0,1@1
@@ -127,8 +126,8 @@ pids+=("$rx")
   --keys "$work/copy.keys" --peer 10.2.0.1 >"$work/copy-tx.log" 2>&1 &
 tx=$!
 pids+=("$tx")
-wait_pid "$tx" 120 || fail "bulk_copy sender failed: $(tail -3 "$work/copy-tx.log")"
-wait_pid "$rx" 30 || fail "bulk_copy receiver failed: $(tail -3 "$work/copy-rx.log")"
+wait_exit "$tx" 120 || fail "bulk_copy sender failed: $(tail -3 "$work/copy-tx.log")"
+wait_exit "$rx" 30 || fail "bulk_copy receiver failed: $(tail -3 "$work/copy-rx.log")"
 cat "$work/copy-rx.log"
 grep -q "33554432 bytes, 0 wrong" "$work/copy-rx.log" || fail "copy: $(tail -2 "$work/copy-rx.log")"
 
@@ -154,10 +153,50 @@ for p in 0 1; do
   echo "router of plane $p sent $fwd frames towards host B"
   [ "$fwd" -gt 1000 ] || fail "plane $p's router forwarded only $fwd frames"
 done
+# The router of plane 0 is replaced in the middle of a transfer: its
+# A-side interface takes another MAC and announces it (a gratuitous ARP).
+# Daemon A's QP must follow it there: the router keeps forwarding plane
+# 0's frames towards B (without that, they would be sent to the old MAC
+# and dropped by the router, and plane 1 would carry on alone).
+echo "== a gateway that changes its MAC mid-transfer"
+tx_to_b() {
+  ip -n "$P-r0" -s -j link show "${P}rb" |
+    python3 -c "import json,sys; print(json.load(sys.stdin)[0]['stats64']['tx']['packets'])"
+}
+rm -f "$work/copy.keys"
+"$apps/bulk_copy" --socket "$work/b.sock" --service 7201 --bytes $((256 << 20)) \
+  --keys "$work/copy.keys" >"$work/copy2-rx.log" 2>&1 &
+rx=$!
+pids+=("$rx")
+"$apps/bulk_copy" --socket "$work/a.sock" --service 7201 --bytes $((256 << 20)) \
+  --keys "$work/copy.keys" --peer 10.2.0.1 >"$work/copy2-tx.log" 2>&1 &
+tx=$!
+pids+=("$tx")
+start=$(tx_to_b)
+for _ in $(seq 300); do [ $(( $(tx_to_b) - start )) -gt 2000 ] && break; sleep 0.05; done
+kill -0 "$tx" 2>/dev/null || fail "the transfer ended before the router changed"
+ip -n "$P-r0" link set "${P}ra" address 02:00:00:00:fe:01
+ip netns exec "$P-r0" arping -q -U -c 2 -w 2 -I "${P}ra" 10.1.0.254 || true
+before=$(tx_to_b)
+kill -0 "$tx" 2>/dev/null || fail "the transfer ended before the router announced its new MAC"
+wait_exit "$tx" 180 || fail "bulk_copy sender failed: $(tail -3 "$work/copy2-tx.log")"
+wait_exit "$rx" 30 || fail "bulk_copy receiver failed: $(tail -3 "$work/copy2-rx.log")"
+grep -q "268435456 bytes, 0 wrong" "$work/copy2-rx.log" || fail "copy: $(tail -2 "$work/copy2-rx.log")"
+after=$(tx_to_b)
+echo "router of plane 0 forwarded $((after - before)) frames towards B after its MAC changed"
+"$apps/mrcctl" --socket "$work/a.sock" --json status >"$work/status-a.json"
+python3 - "$work/status-a.json" "$((after - before))" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))["counters"]
+print("paths_moved", c["paths_moved"], "paths_unresolved", c["paths_unresolved"])
+assert c["paths_moved"] >= 1, c
+assert int(sys.argv[2]) > 1000, "plane 0 stopped carrying A's frames after the change"
+PY
+
 for side in a b; do
   eval "pid=\$mrcd_$side"
   kill -TERM "$pid"
-  rc=0; wait_pid "$pid" 30 || rc=$?
+  rc=0; wait_exit "$pid" 30 || rc=$?
   [ "$rc" -eq 0 ] || fail "mrcd $side exited $rc"
 done
 pids=()
@@ -166,22 +205,9 @@ pids=()
 # config (the connect fails at once), then one nobody has (10.1.p.253:
 # the connect times out, naming the next hop that never answered ARP).
 restart_a() {  # log-name
-  ip netns exec "$P-a" "$apps/mrcd" "${eal[@]}" --lcores 0@1,1@0 --file-prefix "$P-a" \
-    --vdev="net_tap0,iface=ta0" --vdev="net_tap1,iface=ta1" -- \
-    --config "$work/mrcd-a.toml" >"$work/$1.log" 2>&1 &
-  apid=$!
-  pids=("$apid")
-  for p in 0 1; do
-    for _ in $(seq 300); do
-      ip -n "$P-a" link show "ta$p" 2>/dev/null | grep -q '<.*UP' && break
-      sleep 0.05
-    done
-    ip -n "$P-a" link set "ta$p" address "02:00:00:00:1$p:01"
-    ip -n "$P-a" link set "ta$p" master "br$p"
-    ip -n "$P-a" link set "ta$p" up
-  done
-  for _ in $(seq 300); do grep -q "mrcd: ready" "$work/$1.log" && break; sleep 0.1; done
-  grep -q "mrcd: ready" "$work/$1.log" || fail "mrcd a ($1) not ready"
+  pids=()
+  launch a 1 0@1,1@0 "$1"
+  apid=$mrcd_a
 }
 try_connect() {  # expected-error
   set +e
@@ -193,7 +219,7 @@ try_connect() {  # expected-error
   [ "$rc" -ne 0 ] || fail "a connect with no route succeeded"
   grep -qF "$1" "$work/try.log" || fail "the error does not say: $1"
   kill -TERM "$apid"
-  rc=0; wait_pid "$apid" 30 || rc=$?
+  rc=0; wait_exit "$apid" 30 || rc=$?
   [ "$rc" -eq 0 ] || fail "mrcd a exited $rc"
   pids=()
 }
