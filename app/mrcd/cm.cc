@@ -102,9 +102,6 @@ wire::MacAddr Daemon::path_mac(uint8_t plane, uint32_t dst, const wire::MacAddr 
     const wire::Route &r = cfg_.plane_route[plane];
     const uint32_t nh = r.next_hop(dst);
     if (nh != 0) {
-        if (const auto *e = plane < neigh_.size() ? neigh_[plane].find(nh) : nullptr;
-            e && e->state == wire::NeighState::kStatic)
-            return e->mac;
         const wire::MacAddr st = neighbor_mac(nh);
         if (!(st == kBroadcast)) return st;
         // The frame came in through the next hop: the peer itself on the

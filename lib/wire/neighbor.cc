@@ -56,6 +56,11 @@ NeighborTable::Lookup NeighborTable::resolve(uint32_t ip, uint64_t now_ns,
     Lookup l;
     auto hold = [&](Entry &e) {
         if (!waiter) return;
+        // A waiter that asks again (a resend) keeps its one place.
+        if (std::find(e.held.begin(), e.held.end(), *waiter) != e.held.end()) {
+            l.held = true;
+            return;
+        }
         if (e.held.size() >= cfg_.max_held) {
             ++ctr_.hold_dropped;
             return;

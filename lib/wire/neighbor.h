@@ -98,8 +98,9 @@ class NeighborTable {
     // The MAC of `ip` when known (reachable, stale or static). An unknown
     // address becomes incomplete and wants a request; a stale one is
     // refreshed (a request, at most one per retry_ns) and still used. With
-    // a `waiter`, a lookup that does not find the MAC holds it (bounded by
-    // max_held: refused and counted past that) until resolve or failure.
+    // a `waiter`, a lookup that does not find the MAC holds it, once however
+    // often it asks (bounded by max_held: refused and counted past that),
+    // until resolve or failure.
     Lookup resolve(uint32_t ip, uint64_t now_ns, std::optional<uint64_t> waiter = {});
 
     // An ARP packet a neighbour sent: `ip` is at `mac`. Updates the entry

@@ -137,6 +137,7 @@ TEST(Neighbor, AReplyForAnAddressNeverAskedForIsIgnoredButARequestForUsTeaches) 
 TEST(Neighbor, TheHoldQueueIsBoundedAndTheTableToo) {
     NeighborTable t(small());
     EXPECT_TRUE(t.resolve(kGw, 0, 1).held);
+    EXPECT_TRUE(t.resolve(kGw, 0, 1).held) << "a resend keeps its one place";
     EXPECT_TRUE(t.resolve(kGw, 0, 2).held);
     const auto third = t.resolve(kGw, 0, 3);
     EXPECT_EQ(third.kind, NeighborTable::Kind::kPending);
