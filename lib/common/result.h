@@ -39,6 +39,7 @@ class [[nodiscard]] Result {
     T *operator->() { return &value(); }
     const T *operator->() const { return &value(); }
     T &operator*() & { return value(); }
+    const T &operator*() const & { return value(); }
 
     const Error &error() const {
         assert(!ok());

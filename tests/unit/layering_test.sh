@@ -18,9 +18,10 @@ declare -A allowed=(
   [lib/dpdk]="common wire core port xdp dpdk"
   [drivers/xdp]="common xdp"
   [drivers/port]="common wire port xdp"
+  [drivers/kernel]="common wire kernel"
 )
 # folders that may include DPDK (<rte_*.h>)
-dpdk_ok='^(drivers/|lib/dpdk/|app/(mrc-gen|mrc-fabric|mrc-ports|mrcd|common)/)'
+dpdk_ok='^(drivers/(port|xdp)/|lib/dpdk/|app/(mrc-gen|mrc-fabric|mrc-ports|mrcd|common)/)'
 
 fail=0
 for dir in "${!allowed[@]}"; do
