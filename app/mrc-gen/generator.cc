@@ -10,6 +10,8 @@
 #include <random>
 #include <string_view>
 
+#include "common/sleep.h"
+#include "kernel/netlink.h"
 #include "pattern.h"
 #include "port/eal.h"
 
@@ -173,6 +175,7 @@ void Generator::connect_qps(const Side &peer) {
             "path MTU: the peer's ports carry %u-byte payloads, this end's %u: every QP "
             "sends %u (give both ends the same --mtu to use the larger)\n",
             peer.mtu_payload, own, mtu_payload_);
+    const std::vector<wire::MacAddr> dst_macs = next_hop_macs(peer);
     for (uint32_t i = 0; i < o_.qps; ++i) {
         GenApp &app = *apps_[i % nworkers];
         GenQp &g = app.qps()[i / nworkers];
@@ -183,8 +186,7 @@ void Generator::connect_qps(const Side &peer) {
         for (uint8_t p = 0; p < planes_; ++p) {
             wire::MrcAddr &a = qp.path[p];
             a.src_mac = dp_->port(p).mac();
-            a.dst_mac = peer_macs_override_.empty() ? *wire::parse_mac(peer.macs[p])
-                                                    : peer_macs_override_[p];
+            a.dst_mac = dst_macs[p];
             a.src_ip = local_ips_[p];
             a.dst_ip = peer.ips[p];
             a.dst_port = o_.mrc_port;
@@ -196,6 +198,66 @@ void Generator::connect_qps(const Side &peer) {
         g.remote_addr = peer.addrs[i];
         g.remote_rkey = peer.rkeys[i];
     }
+}
+
+// Where each plane's packets to the peer go: --peer-mac when given; on an
+// AF_XDP port, the next hop of the kernel's route to the peer (the peer's
+// port when it is on the link, else the gateway, whose MAC the kernel's
+// neighbour table has or is made to resolve); on a DPDK-owned port, the
+// peer's port (same segment).
+std::vector<wire::MacAddr> Generator::next_hop_macs(const Side &peer) {
+    if (!peer_macs_override_.empty()) return peer_macs_override_;
+    std::vector<wire::MacAddr> macs(planes_);
+    std::optional<kernel::Netlink> nl;
+    for (uint8_t p = 0; p < planes_; ++p) {
+        macs[p] = *wire::parse_mac(peer.macs[p]);  // side_from checked them
+        const auto x = dp_->port(p).xdp_info();
+        if (!x) continue;
+        const std::string dst = wire::ipv4_string(peer.ips[p]);
+        if (!nl) {
+            auto n = kernel::Netlink::open();
+            if (!n) die(n.error().message);
+            nl = std::move(*n);
+        }
+        const int ifx = kernel::ifindex(x->iface);
+        const auto route = nl->route_to(peer.ips[p], local_ips_[p], ifx);
+        if (!route) {
+            // An interface the kernel has no address or route on: one
+            // segment, as the peer's description says.
+            std::printf(
+                "plane %u: the kernel has no route to the peer's %s out of %s (%s): "
+                "sending to the peer's port as on one segment (a routed plane needs "
+                "ip route add %s via GATEWAY dev %s)\n",
+                unsigned(p), dst.c_str(), x->iface.c_str(), route.error().message.c_str(),
+                dst.c_str(), x->iface.c_str());
+            continue;
+        }
+        if (route->gateway == 0) continue;  // on the link: the peer's own port
+        const std::string gw = wire::ipv4_string(route->gateway);
+        // The kernel resolves the gateway (ARP) if it has no usable entry.
+        kernel::Neighbor n;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+        for (bool asked = false;; asked = true) {
+            auto r = nl->neighbor(ifx, route->gateway);
+            if (!r) die(fmt::format("plane {}: gateway {}: {}", p, gw, r.error().message));
+            n = *r;
+            if (n.mac || std::chrono::steady_clock::now() >= deadline) break;
+            if (!asked)
+                if (auto u = nl->resolve(ifx, route->gateway); !u)
+                    die(fmt::format("plane {}: gateway {}: {}", p, gw, u.error().message));
+            sleep_for_steady(std::chrono::milliseconds(20));
+        }
+        if (!n.mac)
+            die(
+                fmt::format("plane {}: the gateway {} to {} did not answer ARP on {} within 3 s "
+                            "(the kernel's entry: {})",
+                            p, gw, dst, x->iface, kernel::neighbor_state_name(n.state)));
+        macs[p] = *n.mac;
+        std::printf("plane %u: %s through gateway %s (%s, the kernel's neighbour on %s)\n",
+                    unsigned(p), dst.c_str(), gw.c_str(), wire::mac_string(macs[p]).c_str(),
+                    x->iface.c_str());
+    }
+    return macs;
 }
 
 std::vector<uint32_t> Generator::local_ips(uint8_t planes) const {

@@ -149,6 +149,7 @@ class Generator {
     std::vector<uint32_t> local_ips(uint8_t planes) const;
     void create_qps();
     void connect_qps(const Side &peer);
+    std::vector<wire::MacAddr> next_hop_macs(const Side &peer);
     uint64_t verify_write_slots(const nlohmann::json &slots, uint64_t *verified_bytes);
     bool any_link_up() const;
     // session.cc: the two roles. Each records what went wrong in failure_.

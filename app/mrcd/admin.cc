@@ -132,7 +132,27 @@ std::string Daemon::admin_neighbors() {
         j["ip"] = wire::ipv4_string(route.ip);
         j["prefix_len"] = route.prefix_len < 0 ? json(nullptr) : json(route.prefix_len);
         j["gateway"] = route.gateway ? json(wire::ipv4_string(route.gateway)) : json(nullptr);
-        j["resolution"] = resolves(p) ? "arp" : "static (af_xdp: the kernel's port)";
+        const bool kernel = p < kernel_ifindex_.size() && kernel_ifindex_[p];
+        j["resolution"] = resolves(p) ? "arp" : kernel ? "kernel (af_xdp)" : "static (af_xdp)";
+        if (kernel) {
+            // The kernel's routes to the peers this plane has used, and
+            // what its neighbour table has for each next hop.
+            json routes = json::array();
+            for (const auto &[key, hop] : kernel_hops_) {
+                if (key.first != p) continue;
+                json x;
+                x["dst"] = wire::ipv4_string(key.second);
+                x["next_hop"] =
+                    hop.next_hop ? json(wire::ipv4_string(hop.next_hop)) : json(nullptr);
+                x["from"] = hop.kernel ? "kernel route" : "config (" + hop.why + ")";
+                const auto n = hop.next_hop ? nl_->neighbor(kernel_ifindex_[p], hop.next_hop)
+                                            : Result<kernel::Neighbor>(Error{"none"});
+                x["mac"] = n && n->mac ? json(wire::mac_string(*n->mac)) : json(nullptr);
+                x["state"] = n ? kernel::neighbor_state_name(n->state) : n.error().message;
+                routes.push_back(std::move(x));
+            }
+            j["kernel_routes"] = std::move(routes);
+        }
         json entries = json::array();
         std::vector<std::pair<uint32_t, const wire::NeighborTable::Entry *>> sorted;
         for (const auto &[ip, e] : neigh_[p].entries())

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 
 #include "daemon.h"
 #include "mrc/mrc.h"
@@ -55,22 +56,78 @@ wire::MacAddr Daemon::neighbor_mac(uint32_t ip) const {
 // [[neighbor]] entry, else the plane's neighbour table, resolved by ARP
 // (DPDK-owned ports: the workers answer ARP for the plane's address and
 // pass every ARP they hear to this thread). AF_XDP ports share the
-// kernel's address and its ARP replies go to the kernel: there only
-// [[neighbor]] entries and the broadcast CONNECT are used.
+// kernel's address, routes and ARP: there the kernel's route to the peer
+// gives the next hop and the kernel's neighbour table its MAC (rtnetlink,
+// kernel/netlink.h); the kernel is made to resolve what it does not have,
+// and every second the QPs follow what changed there.
 
 bool Daemon::resolves(uint8_t plane) const {
     return !dp_->port(plane).af_xdp();
 }
 
+uint32_t Daemon::next_hop(uint8_t plane, uint32_t dst) {
+    if (plane < kernel_ifindex_.size() && kernel_ifindex_[plane])
+        return kernel_hop(plane, dst).next_hop;
+    return cfg_.plane_route[plane].next_hop(dst);
+}
+
+// The kernel's route to `dst` out of the plane's interface, read once and
+// then every second (follow_kernel). Without one, the config's route
+// decides (the plane's prefix, else one segment).
+const Daemon::KernelHop &Daemon::kernel_hop(uint8_t plane, uint32_t dst) {
+    const auto key = std::make_pair(plane, dst);
+    if (auto it = kernel_hops_.find(key); it != kernel_hops_.end()) return it->second;
+    if (kernel_hops_.size() >= 4096) kernel_hops_.clear();  // read again when needed
+    return kernel_hops_.emplace(key, kernel_route(plane, dst)).first->second;
+}
+
+Daemon::KernelHop Daemon::kernel_route(uint8_t plane, uint32_t dst) {
+    KernelHop h;
+    const auto r = nl_->route_to(dst, cfg_.plane_ip[plane], kernel_ifindex_[plane]);
+    if (r) {
+        h.next_hop = r->gateway ? r->gateway : dst;
+        h.kernel = true;
+    } else {
+        h.next_hop = cfg_.plane_route[plane].next_hop(dst);
+        h.why = r.error().message;
+    }
+    return h;
+}
+
+// Every second: the routes read before, read again, and each next hop's
+// MAC in the kernel's table; the QPs through a next hop whose MAC changed
+// (or that a route now names) are pointed at it.
+void Daemon::follow_kernel(uint64_t now) {
+    std::set<std::pair<uint8_t, uint32_t>> hops;
+    for (auto &[key, hop] : kernel_hops_) {
+        hop = kernel_route(key.first, key.second);
+        if (hop.kernel && hop.next_hop != key.second) hops.insert({key.first, hop.next_hop});
+    }
+    for (const auto &[plane, nh] : hops) {
+        const auto m = kernel_mac(plane, nh, now, true);
+        if (!m) continue;
+        wire::MacAddr &last = kernel_macs_[{plane, nh}];
+        if (last == *m) continue;
+        last = *m;
+        follow_next_hop(plane, nh, *m);
+    }
+}
+
 Daemon::Hop Daemon::next_hop_mac(uint8_t plane, uint32_t dst, uint64_t now,
                                  std::optional<uint64_t> waiter, wire::MacAddr *mac) {
-    const wire::Route &r = cfg_.plane_route[plane];
-    const uint32_t nh = r.next_hop(dst);
+    const uint32_t nh = next_hop(plane, dst);
     if (nh == 0) return Hop::kUnreachable;  // off-link, no gateway
     if (!resolves(plane)) {
         *mac = neighbor_mac(nh);
-        // A broadcast is not routed: an off-link peer needs the gateway's MAC.
-        return nh == dst || !(*mac == kBroadcast) ? Hop::kKnown : Hop::kUnreachable;
+        if (!(*mac == kBroadcast)) return Hop::kKnown;
+        if (const auto m = kernel_mac(plane, nh, now, true)) {
+            *mac = *m;
+            return Hop::kKnown;
+        }
+        // The kernel is resolving it: the next resend finds it. A peer on
+        // the segment gets the broadcast CONNECT meanwhile (a broadcast is
+        // not routed: an off-link peer waits for the gateway's MAC).
+        return nh == dst ? Hop::kKnown : Hop::kPending;
     }
     const wire::NeighborTable::Lookup l = neigh_[plane].resolve(nh, now, waiter);
     if (l.send_request) send_arp_request(plane, nh);
@@ -99,8 +156,7 @@ Daemon::Hop Daemon::next_hop_mac(uint8_t plane, uint32_t dst, uint64_t now,
 // known: that plane then carries nothing of the QP's, and its paths fail.
 wire::MacAddr Daemon::path_mac(uint8_t plane, uint32_t dst, const wire::MacAddr &peer_said,
                                const CmFrom &from, uint64_t now) {
-    const wire::Route &r = cfg_.plane_route[plane];
-    const uint32_t nh = r.next_hop(dst);
+    const uint32_t nh = next_hop(plane, dst);
     if (nh != 0) {
         const wire::MacAddr st = neighbor_mac(nh);
         if (!(st == kBroadcast)) return st;
@@ -109,8 +165,7 @@ wire::MacAddr Daemon::path_mac(uint8_t plane, uint32_t dst, const wire::MacAddr 
         if (plane == from.plane) return from.mac;
         if (nh == dst) return peer_said;
         wire::MacAddr mac;
-        if (resolves(plane) && next_hop_mac(plane, dst, now, std::nullopt, &mac) == Hop::kKnown)
-            return mac;
+        if (next_hop_mac(plane, dst, now, std::nullopt, &mac) == Hop::kKnown) return mac;
     }
     ++ctr_.paths_unresolved;
     log(RTE_LOG_WARNING, "plane {}: no next hop for {} ({}): the QP's packets there are lost",
@@ -167,7 +222,7 @@ void Daemon::follow_next_hop(uint8_t plane, uint32_t ip, const wire::MacAddr &ma
     std::vector<cmd::SetNextHop> per_worker(dp_->workers());
     for (auto &[qpn, r] : qps_) {
         if (plane >= r->peer_planes || r->peer_mac[plane] == mac ||
-            cfg_.plane_route[plane].next_hop(r->peer_ip[plane]) != ip)
+            next_hop(plane, r->peer_ip[plane]) != ip)
             continue;
         r->peer_mac[plane] = mac;
         per_worker[r->worker].wire_qpns.push_back(qpn);
@@ -183,11 +238,38 @@ void Daemon::follow_next_hop(uint8_t plane, uint32_t ip, const wire::MacAddr &ma
     }
 }
 
+// The kernel's MAC for `ip` on AF_XDP plane `plane`; with `ask`, when it
+// has none, the kernel is made to resolve it (at most every 100 ms per
+// address).
+std::optional<wire::MacAddr> Daemon::kernel_mac(uint8_t plane, uint32_t ip, uint64_t now,
+                                                bool ask) {
+    const int ifx = plane < kernel_ifindex_.size() ? kernel_ifindex_[plane] : 0;
+    if (ifx == 0) return std::nullopt;
+    const auto n = nl_->neighbor(ifx, ip);
+    if (n && n->mac) return n->mac;
+    if (ask) {
+        uint64_t &last = kernel_asked_ns_[{plane, ip}];
+        if (last == 0 || now - last >= 100'000'000) {
+            last = now;
+            if (auto r = nl_->resolve(ifx, ip); !r)
+                log(RTE_LOG_WARNING, "plane {}: the kernel would not resolve {}: {}", plane,
+                    wire::ipv4_string(ip), r.error().message);
+        }
+    }
+    return std::nullopt;
+}
+
 // Retries and expiry of every plane's neighbours; CONNECTs whose next hop
 // never answered.
 void Daemon::neighbor_timeouts(uint64_t now) {
     std::vector<uint32_t> requests;
     std::vector<uint64_t> failed;
+    // AF_XDP planes: the kernel's routes and neighbours, every second (the
+    // QPs follow a change there as they do an ARP packet elsewhere).
+    if (nl_ && now >= next_kernel_check_ns_) {
+        next_kernel_check_ns_ = now + 1'000'000'000;
+        follow_kernel(now);
+    }
     for (uint8_t p = 0; p < neigh_.size(); ++p) {
         // A gateway is always in use: kept resolved (asked for again after
         // a failure, refreshed when stale) before a connection needs it.
@@ -216,7 +298,7 @@ void Daemon::connect_on(uint64_t conn_id, uint8_t plane, bool failed, uint64_t n
     Pending &p = *it->second;
     wire::MacAddr mac = kBroadcast;
     if (failed) {
-        if (cfg_.plane_route[plane].next_hop(p.peer_ip) != p.peer_ip) {
+        if (next_hop(plane, p.peer_ip) != p.peer_ip) {
             ++ctr_.cm_unresolved;
             return;
         }
@@ -343,7 +425,7 @@ void Daemon::disconnect_stray(const wire::CmFields &accept, const CmFrom &from) 
     for (uint8_t p = 0; p < std::min<uint8_t>(accept.planes, dp_->planes()); ++p) {
         // Where a next hop is known without asking (the frame's own plane,
         // a peer on the segment): nothing is resolved for a frame like this.
-        const uint32_t nh = cfg_.plane_route[p].next_hop(accept.ip[p]);
+        const uint32_t nh = next_hop(p, accept.ip[p]);
         if (p != from.plane && nh != accept.ip[p]) continue;
         ips[p] = accept.ip[p];
         macs[p] = p == from.plane ? from.mac : accept.mac[p];
@@ -668,27 +750,35 @@ void Daemon::connect_timeouts(uint64_t now) {
 
 // Empty when some plane has a next hop for `peer_ip`; else why not (a
 // peer off every plane's subnet, with no gateway to reach it).
-std::string Daemon::no_route(uint32_t peer_ip) const {
+std::string Daemon::no_route(uint32_t peer_ip) {
     for (uint8_t p = 0; p < dp_->planes(); ++p)
-        if (cfg_.plane_route[p].next_hop(peer_ip) != 0) return "";
+        if (next_hop(p, peer_ip) != 0) return "";
     return fmt::format("no route to {}: it is on no plane's subnet and no plane has a gateway",
                        wire::ipv4_string(peer_ip));
 }
 
 // Why a CONNECT went unanswered, as far as this host can tell: no next hop
 // on any plane (no route, or nobody answered ARP), else the peer.
-std::string Daemon::no_answer_message(uint32_t peer_ip) const {
+std::string Daemon::no_answer_message(uint32_t peer_ip) {
     std::string hops;
     for (uint8_t p = 0; p < dp_->planes(); ++p) {
-        const uint32_t nh = cfg_.plane_route[p].next_hop(peer_ip);
-        const auto *e = resolves(p) && nh ? neigh_[p].find(nh) : nullptr;
-        if (nh != 0 && !(e && (e->state == wire::NeighState::kFailed ||
-                               e->state == wire::NeighState::kIncomplete)))
+        const uint32_t nh = next_hop(p, peer_ip);
+        bool unresolved = nh == 0;
+        if (nh != 0 && resolves(p)) {
+            const auto *e = neigh_[p].find(nh);
+            unresolved = e && (e->state == wire::NeighState::kFailed ||
+                               e->state == wire::NeighState::kIncomplete);
+        } else if (nh != 0 && nh != peer_ip && neighbor_mac(nh) == kBroadcast) {
+            unresolved = !kernel_mac(p, nh, mono_ns(), false);  // AF_XDP: the kernel's
+        }
+        if (!unresolved)
             return fmt::format("no answer from {} (is mrcd running there, on the same MRC port?)",
                                wire::ipv4_string(peer_ip));
-        hops += fmt::format("{}plane {}: {}", hops.empty() ? "" : "; ", p,
-                            nh == 0 ? "off the subnet and no gateway"
-                                    : "next hop " + wire::ipv4_string(nh) + " answers no ARP");
+        std::string why = nh == 0 ? "off the subnet and no gateway"
+                                  : "next hop " + wire::ipv4_string(nh) + " answers no ARP";
+        if (nh == 0 && p < kernel_ifindex_.size() && kernel_ifindex_[p])
+            why = "the kernel has no route (" + kernel_hop(p, peer_ip).why + ")";
+        hops += fmt::format("{}plane {}: {}", hops.empty() ? "" : "; ", p, why);
     }
     return fmt::format("no route to {}: {}", wire::ipv4_string(peer_ip), hops);
 }

@@ -93,6 +93,24 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig &cfg, dp::Data
     if (cfg.plane_route.size() != cfg.plane_ip.size())
         return Error{"the config's [[plane]] routes and addresses do not match"};
     d->neigh_.resize(dp->planes());
+    // AF_XDP planes: the kernel's routes and neighbours, not the config's.
+    d->kernel_ifindex_.assign(dp->planes(), 0);
+    for (uint8_t p = 0; p < dp->planes(); ++p) {
+        if (!dp->port(p).af_xdp()) continue;
+        const auto x = dp->port(p).xdp_info();
+        if (cfg.plane_route[p].gateway)
+            return Error{fmt::format(
+                "plane {}: an AF_XDP port follows the kernel's routes: give the gateway to "
+                "the kernel (ip route add PEERS via {} dev {}), not in [[plane]]",
+                p, wire::ipv4_string(cfg.plane_route[p].gateway), x ? x->iface : "IFACE")};
+        if (!x) continue;  // the user's own XDP program: no steering of ours, no routes
+        d->kernel_ifindex_[p] = kernel::ifindex(x->iface);
+        if (!d->nl_) {
+            auto nl = kernel::Netlink::open();
+            if (!nl) return Error{"plane " + std::to_string(p) + ": " + nl.error().message};
+            d->nl_ = std::move(*nl);
+        }
+    }
     for (auto &t : d->neigh_)
         for (const Neighbor &n : cfg.neighbors)
             t.set_static(n.ip, n.mac);

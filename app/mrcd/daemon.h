@@ -43,6 +43,7 @@
 #include "config.h"
 #include "counters.h"
 #include "dpdk/dataplane.h"
+#include "kernel/netlink.h"
 #include "wire/cm.h"
 #include "wire/neighbor.h"
 
@@ -157,11 +158,16 @@ class Daemon {
     cmd::ConnectQp connect_command(QpRec &r, const wire::CmFields &f, uint32_t pd,
                                    const CmFrom &from);
     wire::CmFields connect_fields(const Pending &p) const;
-    std::string no_answer_message(uint32_t peer_ip) const;
-    std::string no_route(uint32_t peer_ip) const;
+    std::string no_answer_message(uint32_t peer_ip);
+    std::string no_route(uint32_t peer_ip);
     // Next hops (cm.cc): the plane's route, then its neighbour table.
     enum class Hop : uint8_t { kKnown, kPending, kUnreachable };
     bool resolves(uint8_t plane) const;
+    uint32_t next_hop(uint8_t plane, uint32_t dst);
+    struct KernelHop;
+    const KernelHop &kernel_hop(uint8_t plane, uint32_t dst);
+    KernelHop kernel_route(uint8_t plane, uint32_t dst);
+    void follow_kernel(uint64_t now);
     Hop next_hop_mac(uint8_t plane, uint32_t dst, uint64_t now, std::optional<uint64_t> waiter,
                      wire::MacAddr *mac);
     wire::MacAddr path_mac(uint8_t plane, uint32_t dst, const wire::MacAddr &peer_said,
@@ -170,6 +176,7 @@ class Daemon {
     void on_arp(const uint8_t *frame, uint32_t len, uint8_t plane, uint64_t now);
     void neighbor_timeouts(uint64_t now);
     void follow_next_hop(uint8_t plane, uint32_t ip, const wire::MacAddr &mac);
+    std::optional<wire::MacAddr> kernel_mac(uint8_t plane, uint32_t ip, uint64_t now, bool ask);
     void connect_on(uint64_t conn_id, uint8_t plane, bool failed, uint64_t now);
     void timeouts();
     void connect_timeouts(uint64_t now);
@@ -191,6 +198,21 @@ class Daemon {
     std::vector<std::unique_ptr<Agent>> agents_;
     CmInbox cm_in_;                           // worker 0 -> server
     std::vector<wire::NeighborTable> neigh_;  // per plane
+    // AF_XDP planes follow the kernel's routes and neighbours (cm.cc):
+    // its interface per plane, the route to each peer as last read, each
+    // next hop's MAC as the QPs were last pointed at it, and when the kernel
+    // was last asked to resolve an address.
+    struct KernelHop {
+        uint32_t next_hop = 0;  // 0: unreachable
+        bool kernel = false;    // from the kernel's route (else the config's)
+        std::string why;        // why the kernel had none
+    };
+    std::optional<kernel::Netlink> nl_;
+    std::vector<int> kernel_ifindex_;  // per plane; 0: not AF_XDP
+    std::map<std::pair<uint8_t, uint32_t>, KernelHop> kernel_hops_;
+    std::map<std::pair<uint8_t, uint32_t>, wire::MacAddr> kernel_macs_;
+    std::map<std::pair<uint8_t, uint32_t>, uint64_t> kernel_asked_ns_;
+    uint64_t next_kernel_check_ns_ = 0;
     int listen_fd_ = -1;
     std::string socket_path_;
     std::map<uint32_t, std::unique_ptr<Client>> clients_;  // by id
