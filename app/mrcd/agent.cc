@@ -12,6 +12,7 @@
 
 #include "mrc/mrc.h"
 #include "support.h"
+#include "wire/host.h"
 
 namespace mrc::mrcd {
 
@@ -509,7 +510,7 @@ void Agent::run(cmd::SetNextHop &c, CommandAnswer &) {
 void Agent::run(cmd::SendCm &c, CommandAnswer &) {
     uint64_t sent = 0;
     for (const auto &[plane, f] : c.frames) {
-        const bool arp = f.size() >= 14 && f[12] == 0x08 && f[13] == 0x06;  // no UDP to sum
+        const bool arp = wire::is_arp(f.data(), uint32_t(f.size()));  // no UDP to sum
         sent += arp ? w_->send_raw(plane, f.data(), uint32_t(f.size()))
                     : w_->send_frame(plane, f.data(), uint32_t(f.size()));
     }

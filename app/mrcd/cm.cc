@@ -505,9 +505,7 @@ void Daemon::poll_cm() {
 }
 
 void Daemon::on_cm(const uint8_t *frame, uint32_t len, uint8_t plane) {
-    if (len >= sizeof(wire::EthHdr) &&
-        reinterpret_cast<const wire::EthHdr *>(frame)->ether_type.get() == wire::kEtherTypeArp)
-        return on_arp(frame, len, plane, mono_ns());
+    if (wire::is_arp(frame, len)) return on_arp(frame, len, plane, mono_ns());
     wire::CmFields f;
     CmFrom from;
     from.plane = plane;

@@ -501,7 +501,7 @@ void Worker::host_frame(uint8_t plane, const uint8_t *f, uint32_t len, uint64_t 
     wire::ArpFrom from;
     const wire::HostAnswer a =
         wire::answer_host(f, len, port.mac(), ips[plane], out, sizeof out, &n, &from);
-    if (len >= 14 && f[12] == 0x08 && f[13] == 0x06) ++ctr_.rx_arp;
+    if (wire::is_arp(f, len)) ++ctr_.rx_arp;
     switch (a) {
         case wire::HostAnswer::kArpReply:
             if (send_raw(plane, out, n)) ++ctr_.tx_arp;

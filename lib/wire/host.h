@@ -50,6 +50,12 @@ struct ArpFrom {
     bool reply = false;
 };
 
+// An ARP frame (untagged Ethernet, ARP ethertype)?
+inline bool is_arp(const uint8_t *frame, uint32_t len) {
+    return len >= sizeof(EthHdr) && frame[12] == (kEtherTypeArp >> 8) &&
+           frame[13] == (kEtherTypeArp & 0xff);
+}
+
 // The largest answer: an echo of a 9000-byte-MTU ping.
 inline constexpr uint32_t kMaxHostAnswerBytes = 9018;
 

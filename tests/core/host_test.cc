@@ -218,5 +218,17 @@ TEST(Host, AGratuitousArpAnnouncesTheAddress) {
     EXPECT_EQ(from.mac, kMe);
 }
 
+TEST(Host, IsArpLooksAtTheEthertypeOnly) {
+    std::vector<uint8_t> f = arp(kArpOpRequest, kPeer, kPeerIp, kMyIp);
+    EXPECT_TRUE(is_arp(f.data(), uint32_t(f.size())));
+    EXPECT_TRUE(is_arp(f.data(), sizeof(EthHdr)));
+    EXPECT_FALSE(is_arp(f.data(), sizeof(EthHdr) - 1));  // too short to have one
+    f[13] = 0x00;                                        // IPv4
+    EXPECT_FALSE(is_arp(f.data(), uint32_t(f.size())));
+    f[12] = 0x06;  // the bytes swapped
+    f[13] = 0x08;
+    EXPECT_FALSE(is_arp(f.data(), uint32_t(f.size())));
+}
+
 }  // namespace
 }  // namespace mrc::wire
