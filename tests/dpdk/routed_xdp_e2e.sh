@@ -42,6 +42,8 @@ work=$(mktemp -d /tmp/mrc-routed-xdp-XXXXXX)
 pids=()
 # shellcheck source=tests/support/procs.sh
 source "$(dirname "$0")/../support/procs.sh"
+# shellcheck source=tests/support/routed.sh
+source "$(dirname "$0")/../support/routed.sh"
 cleanup() {
   local rc=$?
   for p in "${pids[@]}"; do stop_pid "$p" TERM 3; done
@@ -182,40 +184,7 @@ print("mrcctl neighbors:", [(p["plane"], p["kernel_routes"]) for p in planes])
 PY
 
 echo "== 4. the router of plane 0 changes its MAC mid-transfer"
-tx_to_b() {
-  ip -n "$P-r0" -s -j link show "${P}rb0" |
-    python3 -c "import json,sys; print(json.load(sys.stdin)[0]['stats64']['tx']['packets'])"
-}
-rm -f "$work/copy.keys"
-"$apps/bulk_copy" --socket "$work/b.sock" --service 7301 --bytes $((512 << 20)) \
-  --keys "$work/copy.keys" >"$work/copy2-rx.log" 2>&1 &
-rx=$!
-pids+=("$rx")
-"$apps/bulk_copy" --socket "$work/a.sock" --service 7301 --bytes $((512 << 20)) \
-  --keys "$work/copy.keys" --peer 10.82.0.2 >"$work/copy2-tx.log" 2>&1 &
-tx=$!
-pids+=("$tx")
-start=$(tx_to_b)
-for _ in $(seq 300); do [ $(( $(tx_to_b) - start )) -gt 2000 ] && break; sleep 0.05; done
-kill -0 "$tx" 2>/dev/null || fail "the transfer ended before the router changed"
-ip -n "$P-r0" link set "${P}ra0" address 02:00:00:00:fe:81
-ip netns exec "$P-r0" arping -q -U -c 2 -w 2 -I "${P}ra0" 10.81.0.254 || true
-moved_at=$(tx_to_b)
-kill -0 "$tx" 2>/dev/null || fail "the transfer ended before the router announced its new MAC"
-wait_exit "$tx" 180 || fail "bulk_copy sender failed: $(tail -3 "$work/copy2-tx.log")"
-wait_exit "$rx" 30 || fail "bulk_copy receiver failed: $(tail -3 "$work/copy2-rx.log")"
-grep -q "536870912 bytes, 0 wrong" "$work/copy2-rx.log" || fail "copy: $(tail -2 "$work/copy2-rx.log")"
-after=$(tx_to_b)
-echo "router of plane 0 forwarded $((after - moved_at)) frames towards B after its MAC changed"
-"$apps/mrcctl" --socket "$work/a.sock" --json status >"$work/status-a.json"
-python3 - "$work/status-a.json" "$((after - moved_at))" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))["counters"]
-print("paths_moved", c["paths_moved"], "paths_unresolved", c["paths_unresolved"])
-assert c["paths_moved"] >= 1, c
-assert c["paths_unresolved"] == 0, c
-assert int(sys.argv[2]) > 1000, "plane 0 stopped carrying A's frames after the change"
-PY
+gateway_moves_mid_transfer "$P-r0" "${P}ra0" "${P}rb0" 10.81.0.254 02:00:00:00:fe:81 10.82.0.2 7301 $((512 << 20))
 
 echo "== 5. SIGTERM"
 for side in a b; do
