@@ -14,6 +14,7 @@
 #include "kernel/netlink.h"
 #include "pattern.h"
 #include "port/eal.h"
+#include "wire/neighbor.h"
 
 namespace mrc::gen {
 
@@ -212,7 +213,38 @@ std::vector<wire::MacAddr> Generator::next_hop_macs(const Side &peer) {
     for (uint8_t p = 0; p < planes_; ++p) {
         macs[p] = *wire::parse_mac(peer.macs[p]);  // side_from checked them
         const auto x = dp_->port(p).xdp_info();
-        if (!x) continue;
+        if (!x) {
+            // A DPDK-owned port: --local-ip's prefix and --gateway decide,
+            // the gateway's MAC by ARP (the dataplane answers ARP for the
+            // plane's address).
+            const wire::Route &r = routes_[p];
+            const uint32_t nh = r.next_hop(peer.ips[p]);
+            const std::string dst = wire::ipv4_string(peer.ips[p]);
+            if (nh == 0)
+                die(
+                    fmt::format("plane {}: the peer's {} is off the subnet {}/{} and there is "
+                                "no --gateway",
+                                p, dst, wire::ipv4_string(r.ip), r.prefix_len));
+            if (nh == peer.ips[p]) continue;  // on the link: the peer's own port
+            uint64_t dropped = 0;
+            const auto mac = dp_->resolve_before_start(p, nh, 3000, &dropped);
+            if (!mac)
+                die(fmt::format("plane {}: the gateway {} to {}: {}", p, wire::ipv4_string(nh), dst,
+                                mac.error().message));
+            macs[p] = *mac;
+            std::printf("plane %u: %s through gateway %s (%s, by ARP)\n", unsigned(p), dst.c_str(),
+                        wire::ipv4_string(nh).c_str(), wire::mac_string(*mac).c_str());
+            if (dropped)
+                std::printf("plane %u: %llu frames that came in while resolving were dropped\n",
+                            unsigned(p), static_cast<unsigned long long>(dropped));
+            continue;
+        }
+        if (routes_[p].gateway)
+            die(
+                fmt::format("--gateway: plane {} is an AF_XDP port ({}), which follows the "
+                            "kernel's routes: ip route add {} via {} dev {}",
+                            p, x->iface, wire::ipv4_string(peer.ips[p]),
+                            wire::ipv4_string(routes_[p].gateway), x->iface));
         const std::string dst = wire::ipv4_string(peer.ips[p]);
         if (!nl) {
             auto n = kernel::Netlink::open();
@@ -261,11 +293,40 @@ std::vector<wire::MacAddr> Generator::next_hop_macs(const Side &peer) {
 }
 
 std::vector<uint32_t> Generator::local_ips(uint8_t planes) const {
-    return per_plane<uint32_t>(
+    std::vector<uint32_t> ips;
+    for (const wire::Route &r : plane_routes(planes))
+        ips.push_back(r.ip);
+    return ips;
+}
+
+// --local-ip (with its prefixes) and --gateway, per plane.
+std::vector<wire::Route> Generator::plane_routes(uint8_t planes) const {
+    auto routes = per_plane<wire::Route>(
         o_.local_ip.empty()
             ? std::vector<std::string>{role_ == Role::kClient ? "10.10.0.1" : "10.10.0.2"}
             : o_.local_ip,
-        planes, "--local-ip", wire::parse_ipv4);
+        planes, "--local-ip",
+        [](std::string_view s) { return wire::parse_ipv4_prefix(s.data(), s.size()); });
+    if (o_.gateway.empty()) return routes;
+    const auto gws = per_plane<uint32_t>(o_.gateway, planes, "--gateway",
+                                         [](std::string_view s) -> std::optional<uint32_t> {
+                                             if (s == "none") return 0u;
+                                             return wire::parse_ipv4(s);
+                                         });
+    for (uint8_t p = 0; p < planes; ++p) {
+        wire::Route &r = routes[p];
+        r.gateway = gws[p];
+        if (r.gateway == 0) continue;
+        if (r.prefix_len < 0)
+            die(fmt::format(
+                "--gateway: plane {} needs its prefix in --local-ip (for example {}/24)", p,
+                wire::ipv4_string(r.ip)));
+        if (!r.on_link(r.gateway) || r.gateway == r.ip)
+            die(fmt::format("--gateway {}: not on plane {}'s subnet {}/{}",
+                            wire::ipv4_string(r.gateway), p, wire::ipv4_string(r.ip),
+                            r.prefix_len));
+    }
+    return routes;
 }
 
 bool Generator::any_link_up() const {
@@ -333,6 +394,7 @@ void Generator::run() {
                                     : Mode::kWrite;
     slots_ = 2 * std::max<uint32_t>(o_.depth, 1);
     setup_dataplane();
+    routes_ = plane_routes(planes_);
     local_ips_ = local_ips(planes_);
     const auto dscp = [](std::string_view s) -> std::optional<uint8_t> {
         unsigned v = 0;

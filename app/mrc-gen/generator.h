@@ -25,6 +25,7 @@
 #include "dpdk/dataplane.h"
 #include "gen.h"
 #include "wire/addr.h"
+#include "wire/neighbor.h"
 
 namespace mrc::gen {
 
@@ -38,6 +39,7 @@ struct Options {
     std::string role;
     std::vector<std::string> ports;
     std::vector<std::string> local_ip;
+    std::vector<std::string> gateway;            // per plane; "none": on-link only
     std::vector<std::string> dscp_data{"0"};     // DSCP of data, one or one per plane
     std::vector<std::string> dscp_control{"0"};  // of acks, NACKs and probes
     std::vector<std::string> peer_ip;
@@ -147,6 +149,7 @@ class Generator {
     // generator.cc: set-up.
     void setup_dataplane();
     std::vector<uint32_t> local_ips(uint8_t planes) const;
+    std::vector<wire::Route> plane_routes(uint8_t planes) const;
     void create_qps();
     void connect_qps(const Side &peer);
     std::vector<wire::MacAddr> next_hop_macs(const Side &peer);
@@ -173,6 +176,7 @@ class Generator {
     uint32_t slots_ = 0;
     uint8_t planes_ = 0;
     std::vector<uint32_t> local_ips_;
+    std::vector<wire::Route> routes_;  // per plane: prefix and gateway
     std::vector<uint8_t> dscp_data_, dscp_control_;
     uint32_t mtu_payload_ = 0;  // the connection's, agreed with the peer
     std::vector<uint32_t> peer_ips_override_;

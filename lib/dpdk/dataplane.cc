@@ -19,6 +19,8 @@
 
 #include "common/sleep.h"
 #include "port/eal.h"
+#include "wire/addr.h"
+#include "wire/host.h"
 
 namespace mrc::dp {
 
@@ -200,6 +202,70 @@ Result<void> Dataplane::start() {
     running_.store(true, std::memory_order_release);
     control_ = std::thread([this] { control_loop(); });
     return {};
+}
+
+Result<wire::MacAddr> Dataplane::resolve_before_start(uint8_t plane, uint32_t ip,
+                                                      uint32_t timeout_ms, uint64_t *dropped) {
+    if (launched_) return Error{"the dataplane is running: its workers resolve next hops"};
+    if (plane >= planes()) return Error{fmt::format("no plane {}", plane)};
+    drivers::Port &port = *ports_[plane];
+    if (port.af_xdp()) return Error{"an AF_XDP port: the kernel resolves its next hops"};
+    const uint32_t me = plane < cfg_.plane_ipv4.size() ? cfg_.plane_ipv4[plane] : 0;
+    if (!port.wait_link_up(cfg_.link_wait_ms).up)
+        return Error{fmt::format("plane {}: link down", plane)};
+    const auto send = [&](const uint8_t *frame, uint32_t len) {
+        rte_mbuf *m = rte_pktmbuf_alloc(pool_);
+        if (m == nullptr) return;
+        char *d = rte_pktmbuf_append(m, static_cast<uint16_t>(len));
+        if (d == nullptr) {
+            rte_pktmbuf_free(m);
+            return;
+        }
+        std::memcpy(d, frame, len);
+        if (port.try_tx_burst(0, &m, 1) != 1) rte_pktmbuf_free(m);
+    };
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    auto next_request = Clock::now();
+    uint8_t request[wire::kArpFrameBytes];
+    const uint32_t request_len = wire::write_arp_request(request, port.mac(), me, ip);
+    std::vector<uint8_t> answer(wire::kMaxHostAnswerBytes);
+    while (Clock::now() < deadline) {
+        if (Clock::now() >= next_request) {
+            send(request, request_len);
+            next_request = Clock::now() + std::chrono::milliseconds(100);
+        }
+        bool got = false;
+        wire::MacAddr mac{};
+        for (uint16_t q = 0; q < port.queues(); ++q) {
+            rte_mbuf *pkts[32];
+            const uint16_t n = port.rx_burst(q, pkts, 32);
+            for (uint16_t i = 0; i < n; ++i) {
+                rte_mbuf *m = pkts[i];
+                const auto *f = rte_pktmbuf_mtod(m, const uint8_t *);
+                const uint32_t len = rte_pktmbuf_data_len(m);
+                uint32_t out_len = 0;
+                wire::ArpFrom from;
+                const wire::HostAnswer a =
+                    wire::is_arp(f, len)
+                        ? wire::answer_host(f, len, port.mac(), me, answer.data(),
+                                            uint32_t(answer.size()), &out_len, &from)
+                        : wire::HostAnswer::kNone;
+                if (a == wire::HostAnswer::kArpReply) send(answer.data(), out_len);
+                if (from.ip == ip && !(from.mac == wire::MacAddr{})) {
+                    got = true;
+                    mac = from.mac;
+                } else if (a == wire::HostAnswer::kNone && dropped) {
+                    ++*dropped;
+                }
+                rte_pktmbuf_free(m);
+            }
+        }
+        if (got) return mac;
+        sleep_for_steady(std::chrono::milliseconds(1));
+    }
+    return Error{
+        fmt::format("{} did not answer ARP within {} ms", wire::ipv4_string(ip), timeout_ms)};
 }
 
 void Dataplane::stop() {

@@ -342,6 +342,13 @@ class Dataplane {
     // Waits for every link (up to link_wait_ms) and launches the workers
     // and the control thread.
     Result<void> start();
+    // Before start() only, from the thread that owns the dataplane: the
+    // MAC of `ip` on DPDK-owned plane `plane`, by ARP (a request every
+    // 100 ms until `timeout_ms`). ARP requests for the plane's own address
+    // are answered meanwhile; everything else that arrives on the plane
+    // then is dropped and counted in *dropped (its senders retransmit).
+    Result<wire::MacAddr> resolve_before_start(uint8_t plane, uint32_t ip, uint32_t timeout_ms,
+                                               uint64_t *dropped);
     // Asks workers and the control thread to finish, and waits for them.
     void stop();
     bool running() const { return running_.load(std::memory_order_acquire); }

@@ -13,7 +13,10 @@
 # the routers forwarded MRC frames on both planes (their veths' counters),
 # mrcctl neighbors shows each gateway reachable, and daemon A restarted
 # with no gateway, then with gateways nobody has, fails a connect with the
-# reason. Needs root; exits 77 without it.
+# reason. Last, mrc-gen over the same taps and routers (--local-ip with
+# prefixes, --gateway: the gateways' MACs by ARP at set-up), write_imm
+# verified, and its errors for a gateway off the subnet or without a
+# prefix. Needs root; exits 77 without it.
 #
 #   routed_e2e.sh path/to/app-dir   (mrcd, mrcctl, bulk_copy)
 set -euo pipefail
@@ -87,6 +90,12 @@ launch() {  # side host-number lcores log-name: mrcd with $work/mrcd-<side>.toml
     --config "$work/mrcd-$side.toml" >"$work/$4.log" 2>&1 &
   pids+=($!)
   eval "mrcd_$side=\$!"
+  bridge_taps "$side" "$net"
+  for _ in $(seq 300); do grep -q "mrcd: ready" "$work/$4.log" && break; sleep 0.1; done
+  grep -q "mrcd: ready" "$work/$4.log" || fail "mrcd $side ($4) not ready"
+}
+bridge_taps() {  # side host-number
+  local side=$1 net=$2
   # Each tap joins its plane's bridge once the PMD has it up, with another
   # MAC on the kernel side (net_tap gives it the port's own, and a bridge
   # keeps frames for its ports' own addresses instead of forwarding them).
@@ -100,8 +109,6 @@ launch() {  # side host-number lcores log-name: mrcd with $work/mrcd-<side>.toml
     ip -n "$P-$side" link set "t$side$p" master "br$p"
     ip -n "$P-$side" link set "t$side$p" up
   done
-  for _ in $(seq 300); do grep -q "mrcd: ready" "$work/$4.log" && break; sleep 0.1; done
-  grep -q "mrcd: ready" "$work/$4.log" || fail "mrcd $side ($4) not ready"
 }
 start_mrcd a 1 0@1,1@0
 start_mrcd b 2 0@0,1@1
@@ -201,4 +208,60 @@ echo "== a gateway that does not answer"
 sed -i 's|^ip = "10.1.\([01]\).1/24"|&\ngateway = "10.1.\1.253"|' "$work/mrcd-a.toml"
 restart_a deadgw
 try_connect "no route to 10.2.0.1: plane 0: next hop 10.1.0.253 answers no ARP; plane 1: next hop 10.1.1.253 answers no ARP"
+
+# mrc-gen on the same fabric: --local-ip with prefixes and --gateway, the
+# gateways' MACs by ARP at set-up; its set-up channel runs over a
+# management link of its own between the hosts (the fabric carries MRC).
+echo "== mrc-gen through the routers"
+ip link add "${P}ma" netns "$P-a" type veth peer name "${P}mb" netns "$P-b"
+ip -n "$P-a" addr add 192.168.231.1/30 dev "${P}ma"
+ip -n "$P-b" addr add 192.168.231.2/30 dev "${P}mb"
+ip -n "$P-a" link set "${P}ma" up
+ip -n "$P-b" link set "${P}mb" up
+gen_on() {  # side host-number role lcores log-name [flags...]
+  local side=$1 net=$2 role=$3 lc=$4 name=$5
+  shift 5
+  ip netns exec "$P-$side" "$apps/mrc-gen" "${eal[@]}" --lcores "$lc" --file-prefix "$P-g$side" \
+    --vdev="net_tap0,iface=t${side}0" --vdev="net_tap1,iface=t${side}1" -- --role "$role" \
+    --local-ip "10.$net.0.1/24,10.$net.1.1/24" --gateway "10.$net.0.254,10.$net.1.254" \
+    --oob 192.168.231.2:18515 --idle sleep --link-wait 30 "$@" >"$work/$name.log" 2>&1 &
+  gen_pid=$!
+  pids+=("$gen_pid")
+  bridge_taps "$side" "$net"
+}
+gen_on b 2 server 0@0,1@1 gen-s --json "$work/gen-s.json"
+spid=$gen_pid
+for _ in $(seq 300); do grep -q "waiting for a client" "$work/gen-s.log" && break; sleep 0.1; done
+gen_on a 1 client 0@1,1@0 gen-c --mode write_imm --verify --qps 4 --duration 3 --json "$work/gen-c.json"
+cpid=$gen_pid
+wait_exit "$cpid" 90 || fail "mrc-gen client failed: $(tail -3 "$work/gen-c.log")"
+wait_exit "$spid" 30 || fail "mrc-gen server failed: $(tail -3 "$work/gen-s.log")"
+pids=()
+for p in 0 1; do
+  ra=$(ip -n "$P-r$p" -j link show "${P}ra" | python3 -c "import json,sys; print(json.load(sys.stdin)[0]['address'])")
+  grep -q "plane $p: 10.2.$p.1 through gateway 10.1.$p.254 ($ra, by ARP)" "$work/gen-c.log" ||
+    fail "client plane $p not through its router ($ra): $(grep "plane $p" "$work/gen-c.log")"
+done
+python3 - "$work/gen-c.json" "$work/gen-s.json" <<'PY'
+import json, sys
+c, s = (json.load(open(p)) for p in sys.argv[1:3])
+assert c["verify_errors"] == 0 and s["verify_errors"] == 0, "verify errors"
+assert c["qp_errors"] == 0 and s["qp_errors"] == 0, "QP errors"
+assert c["bytes"] > (4 << 20), f"only {c['bytes']} bytes"
+assert s["bytes_verified"] > 0
+for p in c["ports"]:
+    assert p["tx_packets"] > 200, f"{p['port']}: only {p['tx_packets']} packets"
+print(f"mrc-gen through the routers: {c['bytes'] / 2**20:.0f} MiB, {c['goodput_gbps']:.2f} Gb/s")
+PY
+echo "== mrc-gen: a gateway off the subnet, none at all"
+rc=0
+ip netns exec "$P-a" "$apps/mrc-gen" "${eal[@]}" --file-prefix "$P-gx" --vdev=net_null0 -- \
+  --role client --local-ip 10.1.0.1/24 --gateway 10.9.0.254 --oob 127.0.0.1:1 >"$work/gx.log" 2>&1 || rc=$?
+[ "$rc" -ne 0 ] && grep -q "not on plane 0's subnet" "$work/gx.log" ||
+  fail "a gateway off the subnet: exit $rc, $(tail -2 "$work/gx.log")"
+rc=0
+ip netns exec "$P-a" "$apps/mrc-gen" "${eal[@]}" --file-prefix "$P-gx" --vdev=net_null0 -- \
+  --role client --local-ip 10.1.0.1 --gateway 10.1.0.254 --oob 127.0.0.1:1 >"$work/gx.log" 2>&1 || rc=$?
+[ "$rc" -ne 0 ] && grep -q "needs its prefix in --local-ip" "$work/gx.log" ||
+  fail "a gateway without a prefix: exit $rc, $(tail -2 "$work/gx.log")"
 echo "ok: routed through two routers by ARP and gateways, verified"
