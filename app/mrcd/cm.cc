@@ -81,9 +81,10 @@ const Daemon::KernelHop &Daemon::kernel_hop(uint8_t plane, uint32_t dst) {
     return kernel_hops_.emplace(key, kernel_route(plane, dst)).first->second;
 }
 
-Daemon::KernelHop Daemon::kernel_route(uint8_t plane, uint32_t dst) {
+Daemon::KernelHop Daemon::kernel_route(uint8_t plane, uint32_t dst,
+                                       const std::vector<kernel::IfAddr> *addrs) {
     KernelHop h;
-    const auto r = nl_->route_to(dst, cfg_.plane_ip[plane], kernel_ifindex_[plane]);
+    const auto r = nl_->route_to(dst, cfg_.plane_ip[plane], kernel_ifindex_[plane], addrs);
     if (r) {
         h.next_hop = r->gateway ? r->gateway : dst;
         h.kernel = true;
@@ -99,8 +100,16 @@ Daemon::KernelHop Daemon::kernel_route(uint8_t plane, uint32_t dst) {
 // (or that a route now names) are pointed at it.
 void Daemon::follow_kernel(uint64_t now) {
     std::set<std::pair<uint8_t, uint32_t>> hops;
+    // Each plane's addresses once (a peer on the link needs them), not once
+    // per peer.
+    std::map<uint8_t, std::vector<kernel::IfAddr>> addrs;
     for (auto &[key, hop] : kernel_hops_) {
-        hop = kernel_route(key.first, key.second);
+        auto [a, fresh] = addrs.try_emplace(key.first);
+        if (fresh) {
+            auto r = nl_->addresses(kernel_ifindex_[key.first]);
+            if (r) a->second = std::move(*r);
+        }
+        hop = kernel_route(key.first, key.second, &a->second);
         if (hop.kernel && hop.next_hop != key.second) hops.insert({key.first, hop.next_hop});
     }
     for (const auto &[plane, nh] : hops) {

@@ -166,7 +166,8 @@ class Daemon {
     uint32_t next_hop(uint8_t plane, uint32_t dst);
     struct KernelHop;
     const KernelHop &kernel_hop(uint8_t plane, uint32_t dst);
-    KernelHop kernel_route(uint8_t plane, uint32_t dst);
+    KernelHop kernel_route(uint8_t plane, uint32_t dst,
+                           const std::vector<kernel::IfAddr> *addrs = nullptr);
     void follow_kernel(uint64_t now);
     Hop next_hop_mac(uint8_t plane, uint32_t dst, uint64_t now, std::optional<uint64_t> waiter,
                      wire::MacAddr *mac);

@@ -282,7 +282,8 @@ Result<std::vector<uint8_t>> Netlink::request(std::vector<uint8_t> msg, bool dum
     return answer;
 }
 
-Result<Route> Netlink::route_to(uint32_t dst, uint32_t src, int ifindex) {
+Result<Route> Netlink::route_to(uint32_t dst, uint32_t src, int ifindex,
+                                const std::vector<IfAddr> *known) {
     auto r = route_query(dst, src, ifindex);
     // A source the kernel does not have (EINVAL): the route without it.
     if (!r && src) r = route_query(dst, 0, ifindex);
@@ -292,10 +293,14 @@ Result<Route> Netlink::route_to(uint32_t dst, uint32_t src, int ifindex) {
         // With an output interface given, the kernel assumes a destination
         // it has no route for is on the link: only true when an address
         // of the interface covers it.
-        auto addrs = addresses(ifindex);
-        if (!addrs) return addrs.error();
+        std::vector<IfAddr> read;
+        if (!known) {
+            auto a = addresses(ifindex);
+            if (!a) return a.error();
+            read = std::move(*a);
+        }
         bool covered = false;
-        for (const IfAddr &ia : *addrs)
+        for (const IfAddr &ia : known ? *known : read)
             covered = covered || ia.contains(dst);
         if (!covered) return Error{"no route to it through this interface"};
     }

@@ -58,7 +58,10 @@ class Netlink {
     // answer (no route, a local or unreachable destination), or a
     // destination the kernel would only assume on the link (no route names
     // this interface and no address of it covers `dst`).
-    Result<Route> route_to(uint32_t dst, uint32_t src, int ifindex);
+    // `addrs`: the interface's addresses when the caller has them (many
+    // routes read at once), else they are read when needed.
+    Result<Route> route_to(uint32_t dst, uint32_t src, int ifindex,
+                           const std::vector<IfAddr> *addrs = nullptr);
 
     // "ip neigh get IP dev IFINDEX": the entry's state, and its MAC when it
     // can be used (reachable, stale, delay, probe, permanent). No entry:
