@@ -109,8 +109,14 @@ void Daemon::follow_kernel(uint64_t now) {
             auto r = nl_->addresses(kernel_ifindex_[key.first]);
             if (r) a->second = std::move(*r);
         }
+        const uint32_t before = hop.next_hop;
         hop = kernel_route(key.first, key.second, &a->second);
-        if (hop.kernel && hop.next_hop != key.second) hops.insert({key.first, hop.next_hop});
+        if (!hop.kernel || hop.next_hop == key.second) continue;
+        hops.insert({key.first, hop.next_hop});
+        // A route that names another next hop: its QPs are pointed there
+        // even when that next hop's MAC is the one last seen (a route that
+        // went back to an earlier gateway).
+        if (hop.next_hop != before) kernel_macs_.erase({key.first, hop.next_hop});
     }
     for (const auto &[plane, nh] : hops) {
         const auto m = kernel_mac(plane, nh, now, true);

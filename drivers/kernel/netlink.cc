@@ -65,6 +65,18 @@ int error_code(std::span<const uint8_t> body) {
     return e;
 }
 
+// for_each_message over an answer, with its NLMSG_ERROR taken apart: *err
+// gets the error code (0 for an acknowledgement, which does not stop the
+// walk; an error does), every other message goes to `fn`.
+bool for_each_reply(std::span<const uint8_t> answer, int *err,
+                    const std::function<bool(uint16_t, std::span<const uint8_t>)> &fn) {
+    return for_each_message(answer, [&](uint16_t t, std::span<const uint8_t> body) {
+        if (t != NLMSG_ERROR) return fn(t, body);
+        *err = error_code(body);
+        return *err == 0;
+    });
+}
+
 Error kernel_error(const char *what, int negative_errno) {
     return Error{std::string(what) + ": " + std::strerror(-negative_errno)};
 }
@@ -120,11 +132,7 @@ Result<Route> parse_route(std::span<const uint8_t> answer) {
     std::optional<Route> route;
     int err = 0;
     uint8_t type = 0;
-    const bool whole = for_each_message(answer, [&](uint16_t t, std::span<const uint8_t> body) {
-        if (t == NLMSG_ERROR) {
-            err = error_code(body);
-            return err == 0;
-        }
+    const bool whole = for_each_reply(answer, &err, [&](uint16_t t, std::span<const uint8_t> body) {
         if (t != RTM_NEWROUTE || body.size() < sizeof(rtmsg)) return true;
         rtmsg rt;
         std::memcpy(&rt, body.data(), sizeof rt);
@@ -150,11 +158,7 @@ Result<Route> parse_route(std::span<const uint8_t> answer) {
 Result<Neighbor> parse_neighbor(std::span<const uint8_t> answer) {
     std::optional<Neighbor> n;
     int err = 0;
-    const bool whole = for_each_message(answer, [&](uint16_t t, std::span<const uint8_t> body) {
-        if (t == NLMSG_ERROR) {
-            err = error_code(body);
-            return err == 0;
-        }
+    const bool whole = for_each_reply(answer, &err, [&](uint16_t t, std::span<const uint8_t> body) {
         if (t != RTM_NEWNEIGH || body.size() < sizeof(ndmsg)) return true;
         ndmsg nd;
         std::memcpy(&nd, body.data(), sizeof nd);
@@ -184,11 +188,7 @@ Result<Neighbor> parse_neighbor(std::span<const uint8_t> answer) {
 Result<std::vector<IfAddr>> parse_addresses(std::span<const uint8_t> answer, int ifindex) {
     std::vector<IfAddr> out;
     int err = 0;
-    const bool whole = for_each_message(answer, [&](uint16_t t, std::span<const uint8_t> body) {
-        if (t == NLMSG_ERROR) {
-            err = error_code(body);
-            return err == 0;
-        }
+    const bool whole = for_each_reply(answer, &err, [&](uint16_t t, std::span<const uint8_t> body) {
         if (t == NLMSG_DONE) return false;
         if (t != RTM_NEWADDR || body.size() < sizeof(ifaddrmsg)) return true;
         ifaddrmsg ia;
@@ -346,10 +346,7 @@ Result<void> Netlink::resolve(int ifindex, uint32_t ip) {
     auto a = request(std::move(m), false);
     if (!a) return a.error();
     int err = 0;
-    for_each_message(*a, [&](uint16_t t, std::span<const uint8_t> body) {
-        if (t == NLMSG_ERROR) err = error_code(body);
-        return true;
-    });
+    (void)for_each_reply(*a, &err, [](uint16_t, std::span<const uint8_t>) { return true; });
     if (err < 0) return kernel_error("resolve", err);
     return {};
 }
