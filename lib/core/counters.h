@@ -80,6 +80,9 @@ namespace mrc {
     X(plane_failovers, "planes this QP stopped using (failure found, peer or table said down)")   \
     X(plane_recoveries, "planes this QP took back into use after probes succeeded")               \
     X(retx_off_plane, "resends after a loss or a timeout moved to another plane")                 \
+    X(retx_spare_ev, "resends after unanswered timeouts in a row sent on a spare EV")             \
+    X(ev_adopted,                                                                                 \
+      "spare EVs made active: a resend on one got through where the active EV did not")           \
     X(cc_decreases, "multiplicative window decreases (ECN with queueing delay)")                  \
     X(cc_quick_adapts, "QuickAdapt window resets after loss, a NACK or a large delay")            \
     X(cc_repaths,                                                                                 \

@@ -269,6 +269,29 @@ uint32_t EvSet::choose(uint64_t now_ns, uint8_t planes) {
     return pick(now_ns, cursor_, kNoEv, 0, planes);
 }
 
+uint32_t EvSet::choose_spare(uint64_t now_ns, uint32_t avoid, uint8_t planes) {
+    const auto n = static_cast<uint32_t>(spares_.size());
+    if (n == 0) return kNoEv;
+    const auto start = static_cast<uint32_t>(rng_.below(n));
+    for (uint32_t t = 0; t < n; ++t) {
+        uint32_t j = start + t;
+        if (j >= n) j -= n;
+        const uint32_t i = spares_[j];
+        if (i != avoid && ((planes >> e_[i].plane) & 1) && usable(i, now_ns)) return i;
+    }
+    return kNoEv;
+}
+
+bool EvSet::adopt(uint32_t s, uint32_t a, uint64_t now_ns) {
+    if (s >= e_.size() || a >= e_.size() || e_[s].active || !e_[a].active ||
+        e_[s].plane != e_[a].plane || e_[s].state == EvState::kDenied ||
+        e_[a].state == EvState::kDenied)
+        return false;
+    swap_in(a, s);
+    if (e_[a].state != EvState::kAssumedBad) retire(e_[a], a, now_ns);  // a spare now: no floor
+    return true;
+}
+
 uint32_t EvSet::choose_on_plane(uint64_t now_ns, uint8_t plane) {
     const auto start = static_cast<uint32_t>(rng_.below(order_.size()));
     return pick(now_ns, start, kNoEv, 0, static_cast<uint8_t>(1u << plane));

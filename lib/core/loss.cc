@@ -40,6 +40,10 @@
 //   nothing acked or sent for PTO      | -               | -                   | latest resent
 //   RTO, peer QP heard since T left    | retired         | counts to failed    | resent
 //   RTO, peer QP silent since T left   | -               | -                   | resent
+//   ... with its host heard, or again  | (a spare EV     | -                   | resent on a
+//                                      |  that got it    |                     | spare EV
+//                                      |  through takes  |                     |
+//                                      |  T's EV's place)|                     |
 //
 // Liveness is the peer host's (PeerLink, shared by the endpoint's QPs to
 // it): every valid packet from the peer to any of them counts as heard. When
@@ -336,11 +340,22 @@ void Qp::on_rto(uint64_t now_ns) {
         on_path_loss(s, true, now_ns);
     } else {
         ++ctr_.rto_silent;  // the peer QP said nothing: no path is to blame
+        // Except a spare that an earlier silent timeout sent it on: the
+        // next exploring resend takes another one.
+        const bool explored = s.kind == TxKind::kSilentTimeout && !evs_.entry(s.ev_idx).active;
+        if (explored && evs_.on_timeout(s.ev_idx, now_ns) == EvTimeout::kRetired) ++ctr_.ev_retired;
     }
     s.avoid_plane = true;
     last_progress_ns_ = now_ns;  // the next one waits a whole (backed-off) RTO from here
     ++ctr_.retx_after_timeout;
-    queue_retx_now(p, TxKind::kTimeout);
+    // Nothing heard from the peer QP while its host is heard, or for a
+    // second timeout in a row: the active EVs may all hash onto one dead
+    // path (each RTO was silent, so none was blamed). The resend tries a
+    // spare EV; once one gets through it takes the place of the active EV
+    // that did not (mark_acked), and its ack makes the next timeouts
+    // answered ones, which retire the other dead active EVs.
+    const bool explore = !answered && (host_heard || rto_backoff_ >= 2);
+    queue_retx_now(p, explore ? TxKind::kSilentTimeout : TxKind::kTimeout);
     // Everything else sent a whole RTO ago and still not acknowledged is
     // lost too (RACK-TLP, RFC 8985 6.3), when the peer answered meanwhile
     // (a silent peer says nothing of the paths). Without this, one timeout

@@ -264,7 +264,9 @@ class Qp {
         uint32_t sent_pkts = 0;  // segmented so far
     };
     // Why the latest transmission of a PSN left.
-    enum class TxKind : uint8_t { kFirst, kNack, kLoss, kTailProbe, kTimeout };
+    // kSilentTimeout: a timeout with nothing heard from the peer QP while
+    // its host is heard, or the second in a row (the resend tries a spare EV).
+    enum class TxKind : uint8_t { kFirst, kNack, kLoss, kTailProbe, kTimeout, kSilentTimeout };
     static constexpr uint32_t kNil = UINT32_MAX;
     // Per outstanding PSN in [snd_una, snd_nxt).
     struct TxSlot {
@@ -276,8 +278,9 @@ class Qp {
         // transmission may still be acknowledged and it is not queued.
         uint32_t prev = kNil;
         uint32_t next = kNil;
-        uint64_t tx_order = 0;  // the QP's transmission count when it last left (never wraps)
-        uint16_t ev_idx = 0;    // entry of the EV set that carried the latest transmission
+        uint64_t tx_order = 0;     // the QP's transmission count when it last left (never wraps)
+        uint16_t ev_idx = 0;       // entry of the EV set that carried the latest transmission
+        uint16_t prev_ev_idx = 0;  // the entry that carried the transmission before it
         uint8_t plane = 0;
         uint8_t prev_plane = 0;  // plane of the transmission before the latest
         uint8_t retries = 0;     // resends after a timeout or a loss: the retry budget
@@ -291,6 +294,7 @@ class Qp {
         uint64_t sent_ns = 0;       // when the latest transmission left
         uint64_t prev_sent_ns = 0;  // when the transmission before it left
     };
+    static_assert(sizeof(TxSlot) == 64, "one cache line per outstanding PSN");
     struct DelayedRetx {
         uint32_t psn = 0;
         uint64_t due_ns = 0;

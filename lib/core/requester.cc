@@ -112,7 +112,15 @@ bool Qp::emit_data(TxPacket &pkt, Psn psn, TxKind kind, uint64_t now_ns, uint8_t
         s = &slot(psn);
         // After a loss, off the plane it was lost on when another can take it.
         const uint8_t avoid_planes = s->avoid_plane ? static_cast<uint8_t>(1u << s->plane) : 0;
-        ev_idx = evs_.choose_retx(now_ns, s->ev_idx, avoid_planes, retx_mask());
+        ev_idx = kNoEv;
+        if (kind == TxKind::kSilentTimeout) {
+            const uint8_t off = static_cast<uint8_t>(retx_mask() & ~avoid_planes);
+            if (off != 0) ev_idx = evs_.choose_spare(now_ns, s->ev_idx, off);
+            if (ev_idx == kNoEv) ev_idx = evs_.choose_spare(now_ns, s->ev_idx, retx_mask());
+            if (ev_idx != kNoEv) ++ctr_.retx_spare_ev;
+        }
+        if (ev_idx == kNoEv)
+            ev_idx = evs_.choose_retx(now_ns, s->ev_idx, avoid_planes, retx_mask());
         if (ev_idx == kNoEv) {
             ++ctr_.ev_none;
             return false;
@@ -125,6 +133,7 @@ bool Qp::emit_data(TxPacket &pkt, Psn psn, TxKind kind, uint64_t now_ns, uint8_t
             inflight_add(plane, s->len);
         }
         s->avoid_plane = false;
+        s->prev_ev_idx = s->ev_idx;
         s->prev_sent_ns = s->sent_ns;
         s->prev_plane = s->plane;
         if (s->listed) tx_unlink(*s);  // a tail probe: its earlier transmission may still arrive
@@ -201,6 +210,12 @@ bool Qp::mark_acked(TxSlot &s, uint64_t now_ns) {
         return false;
     }
     evs_.on_delivered(s.ev_idx);
+    // A spare EV got through where the active one before it was never
+    // answered: it takes that one's place, which is retired (and probed).
+    if (s.kind == TxKind::kSilentTimeout && evs_.adopt(s.ev_idx, s.prev_ev_idx, now_ns)) {
+        ++ctr_.ev_adopted;
+        ++ctr_.ev_retired;
+    }
     return true;
 }
 

@@ -250,6 +250,44 @@ TEST(EvSet, TimeoutRetiresTheEvAndASpareOfItsPlaneTakesTheSlot) {
     EXPECT_EQ(g.total[1], 0);
 }
 
+// A resend after silent timeouts tries a spare (never an active EV, never
+// one of another plane, never a bad one); a spare that got through takes
+// the slot of the active EV that did not, which is retired among the spares.
+TEST(EvSet, ASpareThatGotThroughTakesTheSlotOfTheActiveEvThatDidNot) {
+    EvGauges g;
+    EvSet s;
+    s.init(cfg(8, 3, 2), 2, 9, &g);
+    std::set<uint32_t> seen;
+    for (int k = 0; k < 200; ++k) {
+        const uint32_t i = s.choose_spare(10, kNoEv, 0x2);
+        ASSERT_NE(i, kNoEv);
+        EXPECT_FALSE(s.entry(i).active);
+        EXPECT_EQ(s.entry(i).plane, 1);
+        seen.insert(i);
+    }
+    EXPECT_EQ(seen.size(), 3u) << "every spare of the plane is tried, at random";
+    const uint32_t dead_spare = *seen.begin();
+    EXPECT_EQ(s.on_timeout(dead_spare, 20), EvTimeout::kRetired);
+    for (int k = 0; k < 100; ++k)
+        EXPECT_NE(s.choose_spare(30, kNoEv, 0x2), dead_spare) << "a spare that failed is not tried";
+    const uint32_t spare = *std::next(seen.begin());
+    const uint32_t dead = s.active_entry(1, 1);
+    EXPECT_FALSE(s.adopt(spare, s.active_entry(0, 0), 40)) << "another plane's slot";
+    EXPECT_FALSE(s.adopt(dead, spare, 40)) << "the other way round";
+    ASSERT_TRUE(s.adopt(spare, dead, 40));
+    EXPECT_TRUE(s.entry(spare).active);
+    EXPECT_EQ(s.active_entry(1, 1), spare);
+    EXPECT_FALSE(s.entry(dead).active);
+    EXPECT_EQ(s.entry(dead).state, EvState::kAssumedBad) << "probed before it is used again";
+    EXPECT_EQ(g.assumed_bad[1], 2);
+    EXPECT_EQ(s.active_size(), 8u);
+    uint32_t spares_left = 0;
+    for (int k = 0; k < 100; ++k)
+        spares_left += s.choose_spare(50, kNoEv, 0x2) != kNoEv;
+    EXPECT_EQ(spares_left, 100u) << "one usable spare is left";
+    EXPECT_EQ(s.choose_spare(50, kNoEv, 0x4), kNoEv) << "no plane 2";
+}
+
 TEST(EvSet, TheFloorStopsRetirementsThatWouldLeaveTooFewEvs) {
     EvSet s;
     s.init(cfg(4, 0, 3), 1, 5);  // no spares; at least 3 active EVs usable

@@ -280,6 +280,13 @@ TEST(SimProperties, SeedsThatOnceFailed) {
     // was blamed, and the probe replies took dead EVs; the peer timeout
     // failed the QP of a peer that was alive.
     run_everything(566969731276, 1, m);
+    // The same shape: 1 plane, 2 paths, path 0 dead both ways from 73 us,
+    // and all four active EVs of one QP on it. Every timeout was silent,
+    // so it resent on those EVs for ever; the other QP finished, and the
+    // keepalives of both hosts took dead EVs too: both liveness checks
+    // failed the QPs of a live peer. Resends after silent timeouts now try
+    // spare EVs (SimScenario.EveryActiveEvOnADeadPathFindsTheLiveOne).
+    run_everything(53049868312, 1, m);
     // (The same seed with EVs from 49152-65535: 12 of the 13 EVs on the
     // dead path. The QP failed its only plane, and its plane probes, on
     // those EVs in turn, were never answered three times in a row: it held
