@@ -30,7 +30,7 @@
 namespace mrc::gen {
 
 inline constexpr uint32_t kPd = 1;
-inline constexpr int kProtocolVersion = 1;
+inline constexpr int kProtocolVersion = 2;  // 2: the server says "ready" once it polls
 inline constexpr uint16_t kDefaultOobPort = 18515;
 
 using app::die;

@@ -47,7 +47,18 @@ void Generator::client() {
                                 wire::ipv4_string(peer->ips[p]),
                                 wire::ipv4_string(peer_ips_override_[p])));
     connect_qps(*peer);
-    if (auto r = dp_->start(); !r) die(r.error().message);
+    // The links up (with a direct link the server's needs this end's), but
+    // the QPs run only once the server says it polls: on a loaded machine
+    // its start can take longer than the QPs' liveness timeout.
+    if (auto r = dp_->wait_links(); !r) die(r.error().message);
+    auto ready = conn->recv(static_cast<uint32_t>(o_.timeout_s * 1000), &app::stop_flag());
+    if (!ready) die("waiting for the server to start: " + ready.error().message);
+    if (!*ready || !(*ready)->contains("ready"))
+        die(app::stop_requested() ? std::string("interrupted")
+            : (*ready && (*ready)->contains("error"))
+                ? "the server could not start: " + (**ready)["error"].get<std::string>()
+                : fmt::format("the server did not start within {} s", o_.timeout_s));
+    if (auto r = dp_->launch(); !r) die(r.error().message);
 
     t0_ = Clock::now();
     next_stats_s_ = o_.stats_period_s;
@@ -184,7 +195,12 @@ void Generator::server() {
     create_qps();
     connect_qps(*peer);
     if (auto r = conn->send({{"ok", side_json(me_)}}); !r) die(r.error().message);
-    if (auto r = dp_->start(); !r) die(r.error().message);
+    if (auto r = dp_->start(); !r) {
+        (void)conn->send({{"error", r.error().message}});  // best effort, as a refusal
+        die(r.error().message);
+    }
+    // Polling now: the client's QPs may start.
+    if (auto r = conn->send({{"ready", true}}); !r) die(r.error().message);
     std::printf("mrc-gen server: client connected: %s, %u QPs, %u-byte messages%s\n",
                 to_string(mode_), o_.qps, o_.msg_bytes, o_.verify ? ", verified" : "");
     t0_ = Clock::now();

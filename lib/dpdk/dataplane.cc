@@ -27,8 +27,9 @@ namespace mrc::dp {
 Dataplane::Dataplane(const DataplaneConfig &cfg) : cfg_(cfg) {}
 
 uint32_t Dataplane::max_payload_bytes() const {
-    // IP MTU minus IPv4, UDP and the largest MRC data headers.
-    const uint32_t hdrs = uint32_t(wire::kMaxHdrBytes - sizeof(wire::EthHdr));
+    // IP MTU minus IPv4, UDP and the largest MRC data headers (the
+    // dataplane's planes are IPv4: kMaxHdrBytes is IPv6's).
+    const uint32_t hdrs = uint32_t(wire::kDataImmHdrBytes - sizeof(wire::EthHdr));
     return cfg_.mtu_bytes > hdrs ? cfg_.mtu_bytes - hdrs : 0;
 }
 
@@ -175,6 +176,11 @@ uint8_t Dataplane::read_links() {
 }
 
 Result<void> Dataplane::start() {
+    if (auto r = wait_links(); !r) return r;
+    return launch();
+}
+
+Result<void> Dataplane::wait_links() {
     if (launched_) return Error{"dataplane already started"};
     // Every link up, or a clear message naming the ones that are not.
     for (uint8_t p = 0; p < planes(); ++p) {
@@ -185,6 +191,11 @@ Result<void> Dataplane::start() {
                 "(memif: the other side, tap: the interface up)?",
                 p, ports_[p]->name(), ports_[p]->driver(), cfg_.link_wait_ms)};
     }
+    return {};
+}
+
+Result<void> Dataplane::launch() {
+    if (launched_) return Error{"dataplane already started"};
     const uint8_t links = read_links();
     link_mask_.store(links, std::memory_order_relaxed);
     for (auto &w : workers_)

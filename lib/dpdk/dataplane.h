@@ -340,8 +340,13 @@ class Dataplane {
     static constexpr uint32_t kQpnWorkerShift = 16;
 
     // Waits for every link (up to link_wait_ms) and launches the workers
-    // and the control thread.
+    // and the control thread: wait_links() then launch().
     Result<void> start();
+    // The two halves, for a process that must not run its QPs before its
+    // peer does (mrc-gen's client: its links up, then the server's word
+    // that it polls, then its workers).
+    Result<void> wait_links();
+    Result<void> launch();
     // Before start() only, from the thread that owns the dataplane: the
     // MAC of `ip` on DPDK-owned plane `plane`, by ARP (a request every
     // 100 ms until `timeout_ms`). ARP requests for the plane's own address
