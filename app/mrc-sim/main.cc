@@ -198,6 +198,8 @@ int main(int argc, char **argv) {
     cli.add_option("--planes", c.fabric.planes,
                    fmt::format("planes (NIC ports), 1-{}", mrc::kMaxPlanes));
     cli.add_option("--paths-per-plane", c.fabric.paths_per_plane, "ECMP paths per plane");
+    cli.add_flag("--ipv6", c.fabric.ipv6,
+                 "the hosts talk IPv6 and the paths hash the flow label (the EV)");
     cli.add_option("--qps", c.work.qps, "QPs writing to host B");
     cli.add_option("--senders", c.work.senders,
                    "sender hosts (QPs spread over them; more than one: incast)");

@@ -246,6 +246,14 @@ uint32_t Endpoint::take_notified(uint32_t *qpns, uint32_t max) {
     return n;
 }
 
+namespace {
+// The source address is the peer's on that plane, in the path's family.
+bool from_peer(const wire::UdpView &u, const wire::MrcAddr &path) {
+    if (u.ip6 != nullptr) return path.ipv6 && u.ip6->src == path.dst_ip6;
+    return !path.ipv6 && u.ip->src.get() == path.dst_ip;
+}
+}  // namespace
+
 void Endpoint::on_packet(const uint8_t *head, uint32_t head_len, const uint8_t *tail,
                          uint32_t tail_len, uint8_t plane, uint64_t now_ns) {
     now_ns_ = now_ns;
@@ -273,7 +281,7 @@ void Endpoint::on_packet(const uint8_t *head, uint32_t head_len, const uint8_t *
         ++ctr_.rx_qp_not_ready;
         return;
     }
-    if (plane >= q->peer_.planes || p.udp.ip->src.get() != q->peer_.path[plane].dst_ip) {
+    if (plane >= q->peer_.planes || !from_peer(p.udp, q->peer_.path[plane])) {
         ++ctr_.rx_wrong_peer;
         return;
     }

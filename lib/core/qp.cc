@@ -1,6 +1,7 @@
 // QP life cycle, transmit scheduling and timers. The requester's packet
 // handling is in requester.cc, the responder's in responder.cc.
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "core/endpoint.h"
@@ -61,12 +62,30 @@ Qp::~Qp() {
 
 // ---- congestion state per path ----------------------------------------------------
 
+namespace {
+// The peer's address on a path and a plane as a 64-bit key: an IPv4
+// address shifted by 8 bits; an IPv6 one mixed down to 55 bits, shifted,
+// with the top bit set (never equal to an IPv4 key; two IPv6 peers share
+// one with odds of about 2^-55). The plane in the low 8 bits.
+uint64_t addr_key(const wire::MrcAddr &a, uint8_t plane) {
+    if (!a.ipv6) return (uint64_t{a.dst_ip} << 8) | plane;
+    uint64_t hi, lo;
+    std::memcpy(&hi, a.dst_ip6.b, 8);
+    std::memcpy(&lo, a.dst_ip6.b + 8, 8);
+    uint64_t h = hi * 0x9e3779b97f4a7c15ull ^ lo;
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    return (1ull << 63) | ((h >> 9) << 8) | plane;
+}
+}  // namespace
+
 void Qp::attach_cc(uint8_t planes) {
-    link_ = ep_->acquire_peer_link(peer_.path[0].dst_ip, cfg_.liveness);
+    link_ = ep_->acquire_peer_link(addr_key(peer_.path[0], 0), cfg_.liveness);
     for (uint8_t p = 0; p < planes; ++p) {
         if (cfg_.cc.per_peer) {
             // The path: the peer's address on the plane, and the plane.
-            const uint64_t key = (uint64_t{peer_.path[p].dst_ip} << 8) | p;
+            const uint64_t key = addr_key(peer_.path[p], p);
             pcc_[p] = ep_->acquire_path_cc(key, cfg_, planes);
         } else {
             own_cc_[p] = std::make_unique<PathCc>();

@@ -10,10 +10,11 @@ void Simulator::drop(const Pkt &p) {
     // Charge the drop to the PSN whose retry budget it costs.
     const uint32_t qpn = frame_qpn(p.hdr);
     uint32_t psn = frame_psn(p.hdr);
-    const auto op = static_cast<wire::Opcode>(p.hdr[wire::kEthIpv4UdpBytes]);
+    const size_t mrc = frame_mrc(p.hdr);
+    const auto op = static_cast<wire::Opcode>(p.hdr[mrc]);
     if (op == wire::Opcode::kSack) {
-        const auto *s = reinterpret_cast<const wire::SackHdr *>(p.hdr + wire::kEthIpv4UdpBytes +
-                                                                sizeof(wire::BaseHdr));
+        const auto *s =
+            reinterpret_cast<const wire::SackHdr *>(p.hdr + mrc + sizeof(wire::BaseHdr));
         psn = s->trigger_psn.get();
     }
     const uint32_t app = app_of_qpn_[p.dst][qpn];
@@ -87,8 +88,11 @@ void Simulator::through_path(uint32_t pi, uint64_t t_ps) {
 }
 
 void Simulator::mark_ce(Pkt &p) {
-    auto *ip = reinterpret_cast<wire::Ipv4Hdr *>(p.hdr + sizeof(wire::EthHdr));
-    if (wire::mark_ce(*ip)) ++r_.packets_ecn_marked;
+    const bool marked =
+        frame_ipv6(p.hdr)
+            ? wire::mark_ce(*reinterpret_cast<wire::Ipv6Hdr *>(p.hdr + sizeof(wire::EthHdr)))
+            : wire::mark_ce(*reinterpret_cast<wire::Ipv4Hdr *>(p.hdr + sizeof(wire::EthHdr)));
+    if (marked) ++r_.packets_ecn_marked;
 }
 
 // The core of a plane with a PlaneLimit: one queue at its rate for every

@@ -73,8 +73,9 @@ void Simulator::setup() {
     if (cfg_.derive_cc) {
         // An unloaded round trip: a data frame through NIC, path and last
         // hop, an ack frame back the same way, propagation both ways.
-        const uint32_t data = cfg_.qp.mtu_payload_bytes + uint32_t(wire::kMaxHdrBytes);
-        const uint32_t ack = uint32_t(wire::kSackBytes);
+        const uint32_t extra = f.ipv6 ? uint32_t(wire::kIpv6ExtraBytes) : 0;
+        const uint32_t data = cfg_.qp.mtu_payload_bytes + uint32_t(wire::kDataImmHdrBytes) + extra;
+        const uint32_t ack = uint32_t(wire::kSackBytes) + extra;
         const uint64_t rtt_ps = 2 * ser_ps(data, f.link_gbps) + ser_ps(data, path_gbps_) +
                                 2 * ser_ps(ack, f.link_gbps) + ser_ps(ack, path_gbps_) +
                                 2 * f.delay_ns * 1000;
@@ -106,9 +107,18 @@ void Simulator::setup() {
             a2b.src_ip =
                 wire::ipv4(10, uint8_t(p), uint8_t(q.sender >> 8), uint8_t(1 + q.sender % 250));
             a2b.dst_ip = wire::ipv4(10, uint8_t(p), 255, 254);
+            if (f.ipv6) {
+                a2b.ipv6 = true;
+                a2b.src_ip6 =
+                    wire::Ipv6Addr{{0x20, 0x01, 0x0d, 0xb8, 0, uint8_t(p), uint8_t(q.sender >> 8),
+                                    uint8_t(q.sender), 0, 0, 0, 0, 0, 0, 0, 1}};
+                a2b.dst_ip6 = wire::Ipv6Addr{
+                    {0x20, 0x01, 0x0d, 0xb8, 0, uint8_t(p), 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xfe}};
+            }
             wire::MrcAddr b2a = a2b;
             std::swap(b2a.src_mac, b2a.dst_mac);
             std::swap(b2a.src_ip, b2a.dst_ip);
+            std::swap(b2a.src_ip6, b2a.dst_ip6);
             pa.path[p] = a2b;
             pb.path[p] = b2a;
         }
@@ -306,7 +316,9 @@ void Simulator::host_tx(uint32_t h, uint64_t t_ps) {
     const double gbps = cfg_.fabric.link_gbps;
     // Like a NIC's TX rings, one per port: new data goes only to planes
     // whose NIC has less than two MTU frames queued.
-    const uint64_t limit_ps = 2 * ser_ps(cfg_.qp.mtu_payload_bytes + wire::kMaxHdrBytes, gbps);
+    const auto hdrs =
+        uint32_t(wire::kDataImmHdrBytes + (cfg_.fabric.ipv6 ? wire::kIpv6ExtraBytes : 0));
+    const uint64_t limit_ps = 2 * ser_ps(cfg_.qp.mtu_payload_bytes + hdrs, gbps);
     TxPacket *tx = tx_buf_;
     for (;;) {
         uint8_t room = 0;
@@ -349,9 +361,16 @@ void Simulator::host_tx(uint32_t h, uint64_t t_ps) {
                                                          : receiver_);
             p.data = tx[i].payload_len > 0;
             p.extra_delay_ps = 0;
-            // ECMP: the path is a hash of the UDP source port (the EV).
-            const uint16_t ev = static_cast<uint16_t>((p.hdr[34] << 8) | p.hdr[35]);
-            p.path = static_cast<uint16_t>(((uint32_t{ev} * 0x9e3779b1u) >> 16) %
+            // ECMP: the path is a hash of the UDP source port (the EV), or
+            // over IPv6 of the flow label (MRC writes the EV into both).
+            uint32_t entropy;
+            if (frame_ipv6(p.hdr)) {
+                const auto *ip6 = reinterpret_cast<const wire::Ipv6Hdr *>(p.hdr + 14);
+                entropy = wire::ipv6_flow_label(*ip6);
+            } else {
+                entropy = uint32_t(p.hdr[34] << 8 | p.hdr[35]);
+            }
+            p.path = static_cast<uint16_t>(((entropy * 0x9e3779b1u) >> 16) %
                                            cfg_.fabric.paths_per_plane);
             QueueState &nq = nic_[h][p.plane];
             const uint64_t depart =

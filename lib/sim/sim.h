@@ -78,6 +78,10 @@ struct FabricConfig {
     uint32_t lasthop_trim_kb = 0;  // last hop trims above this instead of dropping (0: drops)
     uint32_t lasthop_ecn_kb = 0;   // last hop marks ECN above this (0: never, as in MRC fabrics)
     double loss = 0;  // random loss on every path, both directions (besides impairments)
+    // The hosts talk IPv6 (2001:db8:P:S::1, the receiver 2001:db8:P:ffff::fe
+    // on plane P, sender S) and the paths hash the flow label, not the UDP
+    // source port: MRC writes the EV into both.
+    bool ipv6 = false;
     std::vector<Impairment> impairments;
     std::vector<Failure> failures;
     std::vector<PlaneLimit> plane_limits;

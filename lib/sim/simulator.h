@@ -104,13 +104,22 @@ inline uint64_t failure_next_change(const Failure &f, uint64_t t_ns) {
     return UINT64_MAX;
 }
 
-// Reads the big-endian 24-bit QPN from a frame this simulator built.
+// Frames this simulator built: IPv6 when the ether type says so, never
+// with extension headers or VLAN tags.
+inline bool frame_ipv6(const uint8_t *hdr) {
+    return hdr[12] == 0x86 && hdr[13] == 0xdd;
+}
+// Where the MRC headers start.
+inline size_t frame_mrc(const uint8_t *hdr) {
+    return frame_ipv6(hdr) ? wire::kEthIpv6UdpBytes : wire::kEthIpv4UdpBytes;
+}
+// Reads the big-endian 24-bit QPN.
 inline uint32_t frame_qpn(const uint8_t *hdr) {
-    const uint8_t *q = hdr + wire::kEthIpv4UdpBytes + offsetof(wire::BaseHdr, dst_qpn);
+    const uint8_t *q = hdr + frame_mrc(hdr) + offsetof(wire::BaseHdr, dst_qpn);
     return (uint32_t{q[0]} << 16) | (uint32_t{q[1]} << 8) | q[2];
 }
 inline uint32_t frame_psn(const uint8_t *hdr) {
-    const uint8_t *q = hdr + wire::kEthIpv4UdpBytes + offsetof(wire::BaseHdr, psn);
+    const uint8_t *q = hdr + frame_mrc(hdr) + offsetof(wire::BaseHdr, psn);
     return (uint32_t{q[0]} << 16) | (uint32_t{q[1]} << 8) | q[2];
 }
 

@@ -15,6 +15,14 @@ namespace mrc::wire {
 std::optional<uint32_t> parse_ipv4(std::string_view s);
 std::string ipv4_string(uint32_t ip);
 
+// RFC 4291 2.2 text: eight groups of 1-4 hex digits (either case), one
+// "::" for a run of zero groups, optionally the last 32 bits as a.b.c.d.
+// No zone ("%eth0") and no prefix ("/64").
+std::optional<Ipv6Addr> parse_ipv6(std::string_view s);
+// RFC 5952: lower case, no leading zeros, the longest run of two or more
+// zero groups (the first of equal ones) as "::".
+std::string ipv6_string(const Ipv6Addr &a);
+
 // "xx:xx:xx:xx:xx:xx", each part 1-2 hex digits (either case).
 std::optional<MacAddr> parse_mac(std::string_view s);
 std::string mac_string(const MacAddr &m);

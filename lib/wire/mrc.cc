@@ -4,8 +4,23 @@ namespace mrc::wire {
 
 namespace {
 
-// Ethernet + IPv4 + UDP for an MRC packet of `mrc_bytes` after UDP.
-void write_l2_l4(uint8_t *buf, const MrcAddr &a, uint16_t ev, uint32_t mrc_bytes, uint8_t dscp) {
+// Ethernet + IP + UDP for an MRC packet of `mrc_bytes` after UDP; returns
+// where the MRC headers start.
+uint32_t write_l2_l4(uint8_t *buf, const MrcAddr &a, uint16_t ev, uint32_t mrc_bytes,
+                     uint8_t dscp) {
+    if (a.ipv6) {
+        Udp6FrameSpec s;
+        s.src_mac = a.src_mac;
+        s.dst_mac = a.dst_mac;
+        s.src_ip = a.src_ip6;
+        s.dst_ip = a.dst_ip6;
+        s.src_port = ev;
+        s.dst_port = a.dst_port;
+        s.traffic_class = static_cast<uint8_t>((dscp << 2) | kEcnEct0);
+        s.flow_label = flow_label_of_ev(ev);
+        write_eth_ipv6_udp(buf, s, static_cast<uint16_t>(mrc_bytes));
+        return kEthIpv6UdpBytes;
+    }
     UdpFrameSpec s;
     s.src_mac = a.src_mac;
     s.dst_mac = a.dst_mac;
@@ -15,10 +30,12 @@ void write_l2_l4(uint8_t *buf, const MrcAddr &a, uint16_t ev, uint32_t mrc_bytes
     s.dst_port = a.dst_port;
     s.tos = static_cast<uint8_t>((dscp << 2) | kEcnEct0);
     write_eth_ipv4_udp(buf, s, static_cast<uint16_t>(mrc_bytes));
+    return kEthIpv4UdpBytes;
 }
 
+// `buf` points at the MRC headers here.
 BaseHdr *write_base(uint8_t *buf, Opcode op, uint8_t flags, uint32_t dst_qpn, Psn psn) {
-    auto *b = reinterpret_cast<BaseHdr *>(buf + kEthIpv4UdpBytes);
+    auto *b = reinterpret_cast<BaseHdr *>(buf);
     b->opcode = static_cast<uint8_t>(op);
     b->flags = flags;
     b->version = kMrcVersion;
@@ -66,10 +83,11 @@ const char *to_string(NackReason r) {
 uint16_t write_data(uint8_t *buf, const MrcAddr &a, uint16_t ev, const DataFields &f,
                     uint32_t payload_bytes) {
     const bool with_imm = f.opcode == Opcode::kWriteImm && (f.flags & kFlagLast);
-    const uint32_t hdr = static_cast<uint32_t>(with_imm ? kDataImmHdrBytes : kDataHdrBytes);
-    write_l2_l4(buf, a, ev, hdr - kEthIpv4UdpBytes + payload_bytes, a.dscp);
-    write_base(buf, f.opcode, f.flags, f.dst_qpn, f.psn);
-    auto *d = reinterpret_cast<DataHdr *>(buf + kEthIpv4UdpBytes + sizeof(BaseHdr));
+    const uint32_t mrc =
+        static_cast<uint32_t>((with_imm ? kDataImmHdrBytes : kDataHdrBytes) - kEthIpv4UdpBytes);
+    const uint32_t off = write_l2_l4(buf, a, ev, mrc + payload_bytes, a.dscp);
+    write_base(buf + off, f.opcode, f.flags, f.dst_qpn, f.psn);
+    auto *d = reinterpret_cast<DataHdr *>(buf + off + sizeof(BaseHdr));
     d->msn.set(f.msn);
     d->msg_offset.set(f.msg_offset);
     d->tx_ts.set(f.tx_ts);
@@ -82,13 +100,14 @@ uint16_t write_data(uint8_t *buf, const MrcAddr &a, uint16_t ev, const DataField
         im->imm.set(f.imm);
         im->msg_bytes.set(f.msg_bytes);
     }
-    return static_cast<uint16_t>(hdr);
+    return static_cast<uint16_t>(off + mrc);
 }
 
 uint16_t write_sack(uint8_t *buf, const MrcAddr &a, uint16_t ev, const SackFields &f) {
-    write_l2_l4(buf, a, ev, kSackBytes - kEthIpv4UdpBytes, a.dscp_control);
-    write_base(buf, Opcode::kSack, 0, f.dst_qpn, f.cum_psn);
-    auto *s = reinterpret_cast<SackHdr *>(buf + kEthIpv4UdpBytes + sizeof(BaseHdr));
+    constexpr uint32_t mrc = kSackBytes - kEthIpv4UdpBytes;
+    const uint32_t off = write_l2_l4(buf, a, ev, mrc, a.dscp_control);
+    write_base(buf + off, Opcode::kSack, 0, f.dst_qpn, f.cum_psn);
+    auto *s = reinterpret_cast<SackHdr *>(buf + off + sizeof(BaseHdr));
     s->reserved0 = 0;
     s->trigger_psn.set(f.trigger_psn.value());
     s->sack_offset.set(f.sack_offset);
@@ -98,13 +117,14 @@ uint16_t write_sack(uint8_t *buf, const MrcAddr &a, uint16_t ev, const SackField
     s->rwnd_units.set(f.rwnd_units);
     s->flags = f.flags;
     s->plane_status = f.plane_status;
-    return static_cast<uint16_t>(kSackBytes);
+    return static_cast<uint16_t>(off + mrc);
 }
 
 uint16_t write_nack(uint8_t *buf, const MrcAddr &a, uint16_t ev, const NackFields &f) {
-    write_l2_l4(buf, a, ev, kNackBytes - kEthIpv4UdpBytes, a.dscp_control);
-    write_base(buf, Opcode::kNack, 0, f.dst_qpn, f.psn);
-    auto *n = reinterpret_cast<NackHdr *>(buf + kEthIpv4UdpBytes + sizeof(BaseHdr));
+    constexpr uint32_t mrc = kNackBytes - kEthIpv4UdpBytes;
+    const uint32_t off = write_l2_l4(buf, a, ev, mrc, a.dscp_control);
+    write_base(buf + off, Opcode::kNack, 0, f.dst_qpn, f.psn);
+    auto *n = reinterpret_cast<NackHdr *>(buf + off + sizeof(BaseHdr));
     n->reason = static_cast<uint8_t>(f.reason);
     n->flags = f.flags;
     n->ev_echo.set(f.ev_echo);
@@ -114,19 +134,20 @@ uint16_t write_nack(uint8_t *buf, const MrcAddr &a, uint16_t ev, const NackField
     n->rwnd_units.set(f.rwnd_units);
     n->reserved1 = 0;
     n->plane_status = f.plane_status;
-    return static_cast<uint16_t>(kNackBytes);
+    return static_cast<uint16_t>(off + mrc);
 }
 
 uint16_t write_probe(uint8_t *buf, const MrcAddr &a, uint16_t ev, const ProbeFields &f) {
-    write_l2_l4(buf, a, ev, kProbeBytes - kEthIpv4UdpBytes, a.dscp_control);
-    write_base(buf, f.reply ? Opcode::kProbeReply : Opcode::kProbe, 0, f.dst_qpn, Psn(0));
-    auto *p = reinterpret_cast<ProbeHdr *>(buf + kEthIpv4UdpBytes + sizeof(BaseHdr));
+    constexpr uint32_t mrc = kProbeBytes - kEthIpv4UdpBytes;
+    const uint32_t off = write_l2_l4(buf, a, ev, mrc, a.dscp_control);
+    write_base(buf + off, f.reply ? Opcode::kProbeReply : Opcode::kProbe, 0, f.dst_qpn, Psn(0));
+    auto *p = reinterpret_cast<ProbeHdr *>(buf + off + sizeof(BaseHdr));
     p->probe_id.set(f.probe_id);
     p->ev.set(f.ev);
     p->flags = f.flags;
     p->plane_status = f.plane_status;
     p->ts.set(f.ts);
-    return static_cast<uint16_t>(kProbeBytes);
+    return static_cast<uint16_t>(off + mrc);
 }
 
 namespace {
@@ -138,12 +159,24 @@ uint32_t trim_parsed(const MrcPacket &p, bool last_hop) {
     base->flags =
         static_cast<uint8_t>(base->flags | kFlagTrimmed | (last_hop ? kFlagTrimLastHop : 0));
     const uint32_t new_len = p.hdr_bytes;  // every header, no payload
-    auto *ip = const_cast<Ipv4Hdr *>(p.udp.ip);
     auto *udp = const_cast<UdpHdr *>(p.udp.udp);
     const uint32_t l4 = new_len - p.udp.l2_bytes - p.udp.l3_bytes;
-    ip->total_length.set(static_cast<uint16_t>(p.udp.l3_bytes + l4));
-    ip->checksum.set(0);
-    ip->checksum.set(ipv4_header_checksum(*ip));
+    if (p.udp.ip6 != nullptr) {
+        // The payload length counts extension headers too (l3 past the
+        // fixed header). UDP over IPv6 must carry a checksum: it is
+        // computed here over the headers that are left.
+        auto *ip6 = const_cast<Ipv6Hdr *>(p.udp.ip6);
+        ip6->payload_length.set(static_cast<uint16_t>(p.udp.l3_bytes - sizeof(Ipv6Hdr) + l4));
+        udp->length.set(static_cast<uint16_t>(l4));
+        udp->checksum.set(0);
+        udp->checksum.set(ipv6_udp_checksum(*ip6, udp, l4));
+        return new_len;
+    } else {
+        auto *ip = const_cast<Ipv4Hdr *>(p.udp.ip);
+        ip->total_length.set(static_cast<uint16_t>(p.udp.l3_bytes + l4));
+        ip->checksum.set(0);
+        ip->checksum.set(ipv4_header_checksum(*ip));
+    }
     udp->length.set(static_cast<uint16_t>(l4));
     udp->checksum.set(0);
     return new_len;
@@ -172,7 +205,7 @@ const char *to_string(MrcError e) {
         case MrcError::kOk:
             return "ok";
         case MrcError::kNet:
-            return "bad Ethernet/IPv4/UDP";
+            return "bad Ethernet/IP/UDP";
         case MrcError::kNotMrc:
             return "not MRC";
         case MrcError::kTruncated:
@@ -199,7 +232,7 @@ MrcError parse_mrc(const uint8_t *head, uint32_t head_len, const uint8_t *tail, 
                    uint16_t mrc_port, MrcPacket *out, Checksums checksums) {
     if (tail == nullptr) tail_len = 0;
     const size_t total = size_t{head_len} + tail_len;
-    out->net_error = parse_eth_ipv4_udp_split(head, head_len, total, &out->udp, checksums);
+    out->net_error = parse_eth_ip_udp(head, head_len, total, &out->udp, checksums);
     if (out->net_error != NetError::kOk) return MrcError::kNet;
     const UdpView &u = out->udp;
     // mrc_port 0: any port (for tools that already know the frame is MRC).
@@ -220,7 +253,8 @@ MrcError parse_mrc(const uint8_t *head, uint32_t head_len, const uint8_t *tail, 
     out->dst_qpn = b->dst_qpn.get();
     out->psn = Psn(b->psn.get());
     out->ev = u.udp->src_port.get();
-    out->ecn_ce = (u.ip->tos & kEcnMask) == kEcnCe;
+    const uint8_t tos = u.ip6 != nullptr ? ipv6_traffic_class(*u.ip6) : u.ip->tos;
+    out->ecn_ce = (tos & kEcnMask) == kEcnCe;
     out->data = nullptr;
     out->reth = nullptr;
     out->imm = nullptr;

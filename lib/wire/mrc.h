@@ -150,21 +150,28 @@ inline constexpr size_t kDataImmHdrBytes = kDataHdrBytes + sizeof(ImmHdr);
 inline constexpr size_t kSackBytes = kEthIpv4UdpBytes + sizeof(BaseHdr) + sizeof(SackHdr);
 inline constexpr size_t kNackBytes = kEthIpv4UdpBytes + sizeof(BaseHdr) + sizeof(NackHdr);
 inline constexpr size_t kProbeBytes = kEthIpv4UdpBytes + sizeof(BaseHdr) + sizeof(ProbeHdr);
-inline constexpr size_t kMaxHdrBytes = kDataImmHdrBytes;
+// The most header bytes of any packet, over either IP family (the sizes
+// above are IPv4's; IPv6 adds kIpv6ExtraBytes).
+inline constexpr size_t kIpv6ExtraBytes = kEthIpv6UdpBytes - kEthIpv4UdpBytes;
+inline constexpr size_t kMaxHdrBytes = kDataImmHdrBytes + kIpv6ExtraBytes;
 static_assert(kDataHdrBytes == 82 && kDataImmHdrBytes == 90 && kSackBytes == 78 &&
-              kNackBytes == 70);
+              kNackBytes == 70 && kMaxHdrBytes == 110);
 inline constexpr uint32_t kSackBitmapBits = 64;
 inline constexpr uint32_t kPsnsPerWindowUnit = 128;  // MPR unit
 inline constexpr uint32_t kQpnMask = 0xffffff;
 
 // ---- building -----------------------------------------------------------------
 
-// Addresses of one direction of one QP on one plane.
+// Addresses of one direction of one QP on one plane: IPv4 (src_ip, dst_ip)
+// or, with ipv6 set, IPv6 (src_ip6, dst_ip6; the EV also in the flow label).
 struct MrcAddr {
     MacAddr src_mac{};
     MacAddr dst_mac{};
     uint32_t src_ip = 0;  // host order
     uint32_t dst_ip = 0;
+    bool ipv6 = false;
+    Ipv6Addr src_ip6{};
+    Ipv6Addr dst_ip6{};
     uint16_t dst_port = kDefaultMrcPort;
     // Traffic classes (DSCP, the upper 6 bits of TOS; ECT(0) is always set):
     // of data packets, and of what controls them (acks, NACKs, probes and
@@ -224,8 +231,9 @@ struct ProbeFields {
 
 // Each writes the whole header stack (Ethernet to MRC) into `buf`, which
 // must hold kMaxHdrBytes, and returns the header length. `ev` goes into the
-// UDP source port. The IPv4 checksum is filled in; the UDP checksum is left
-// zero for the port layer (offload or software) to fill.
+// UDP source port (and the IPv6 flow label). The IPv4 checksum is filled
+// in; the UDP checksum is left zero for the port layer (offload or
+// software) to fill.
 uint16_t write_data(uint8_t *buf, const MrcAddr &a, uint16_t ev, const DataFields &f,
                     uint32_t payload_bytes);
 uint16_t write_sack(uint8_t *buf, const MrcAddr &a, uint16_t ev, const SackFields &f);
@@ -244,7 +252,7 @@ uint32_t trim_data_headers(uint8_t *hdr, uint32_t hdr_len, uint32_t payload_len,
 
 enum class MrcError : uint8_t {
     kOk = 0,
-    kNet,        // Ethernet/IPv4/UDP malformed (see net_error)
+    kNet,        // Ethernet/IP/UDP malformed (see net_error)
     kNotMrc,     // UDP destination port is not MRC's
     kTruncated,  // shorter than the MRC headers its opcode needs
     kBadVersion,
@@ -283,7 +291,7 @@ struct MrcPacket {
     bool trimmed() const { return flags & kFlagTrimmed; }
 };
 
-// Parses a frame whose headers are all in `head` (head_len bytes) and whose
+// Parses a frame (IPv4 or IPv6) whose headers are all in `head` (head_len bytes) and whose
 // payload continues in `tail` (tail_len bytes) when tail is not null: the
 // simulator passes payload by reference. A contiguous frame has tail null.
 // Never reads outside the two buffers.

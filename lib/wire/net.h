@@ -1,4 +1,5 @@
-// Ethernet / IPv4 / UDP headers, Internet checksums, and a validating parser.
+// Ethernet / IPv4 / IPv6 / UDP headers, Internet checksums, and validating
+// parsers.
 //
 // Pure C++ (no DPDK, no OS headers): used by the transport core, the
 // simulator, the port self-test and the fabric emulator alike.
@@ -71,6 +72,78 @@ static_assert(sizeof(UdpHdr) == 8);
 
 inline constexpr size_t kEthIpv4UdpBytes = sizeof(EthHdr) + sizeof(Ipv4Hdr) + sizeof(UdpHdr);
 static_assert(kEthIpv4UdpBytes == 42);
+
+struct Ipv6Addr {
+    uint8_t b[16];
+    friend bool operator==(const Ipv6Addr &, const Ipv6Addr &) = default;
+};
+static_assert(sizeof(Ipv6Addr) == 16);
+
+struct Ipv6Hdr {
+    be32 vtc_flow;        // version 6 (4 bits), traffic class (8: DSCP and ECN), flow label (20)
+    be16 payload_length;  // bytes after this header, extension headers included
+    uint8_t next_header;
+    uint8_t hop_limit;
+    Ipv6Addr src;
+    Ipv6Addr dst;
+};
+static_assert(sizeof(Ipv6Hdr) == 40);
+
+inline constexpr size_t kEthIpv6UdpBytes = sizeof(EthHdr) + sizeof(Ipv6Hdr) + sizeof(UdpHdr);
+static_assert(kEthIpv6UdpBytes == 62);
+
+// Next-header values the IPv6 parser knows (RFC 8200 4.1, RFC 4303, 4302).
+inline constexpr uint8_t kIpv6HopByHop = 0;
+inline constexpr uint8_t kIpv6Routing = 43;
+inline constexpr uint8_t kIpv6Fragment = 44;
+inline constexpr uint8_t kIpv6Esp = 50;
+inline constexpr uint8_t kIpv6Auth = 51;
+inline constexpr uint8_t kIpv6NoNext = 59;
+inline constexpr uint8_t kIpv6DestOpts = 60;
+inline constexpr uint8_t kIpProtoIcmpv6 = 58;
+// Whether an IPv6 next-header value is an extension header (IANA's list:
+// hop-by-hop, routing, fragment, ESP, AH, destination options, mobility,
+// HIP, shim6, the two experimental values) rather than an upper layer.
+inline constexpr bool ipv6_is_extension(uint8_t next) {
+    switch (next) {
+        case 0:
+        case 43:
+        case 44:
+        case 50:
+        case 51:
+        case 60:
+        case 135:
+        case 139:
+        case 140:
+        case 253:
+        case 254:
+            return true;
+        default:
+            return false;
+    }
+}
+// Extension headers the parser walks past before it gives up (a chain of
+// options is a cheap way to make a receiver spend cycles).
+inline constexpr uint32_t kIpv6MaxExtHeaders = 4;
+
+inline uint8_t ipv6_version(const Ipv6Hdr &h) {
+    return static_cast<uint8_t>(h.vtc_flow.get() >> 28);
+}
+inline uint8_t ipv6_traffic_class(const Ipv6Hdr &h) {
+    return static_cast<uint8_t>(h.vtc_flow.get() >> 20);
+}
+inline uint32_t ipv6_flow_label(const Ipv6Hdr &h) {
+    return h.vtc_flow.get() & 0xfffffu;
+}
+inline void ipv6_set_vtc_flow(Ipv6Hdr &h, uint8_t traffic_class, uint32_t flow_label) {
+    h.vtc_flow.set((6u << 28) | (uint32_t{traffic_class} << 20) | (flow_label & 0xfffffu));
+}
+// The flow label an MRC packet carries: its entropy value, so that a fabric
+// hashing on (addresses, flow label) sprays as one hashing on the UDP
+// source port does. The EV is 16 bits; the label's top 4 bits stay zero.
+inline constexpr uint32_t flow_label_of_ev(uint16_t ev) {
+    return ev;
+}
 
 // ---- Internet checksum (RFC 1071) ------------------------------------------
 //
@@ -189,6 +262,16 @@ inline uint16_t udp_checksum_finish(uint64_t sum) {
 // the checksum field were zero; 0 is returned as 0xffff (RFC 768).
 uint16_t ipv4_udp_checksum(const Ipv4Hdr &ip, const UdpHdr *udp, size_t udp_bytes);
 
+// The unfolded sum of the IPv6 pseudo header (RFC 8200 8.1: addresses,
+// upper-layer length, next header UDP), to continue as for IPv4.
+uint64_t ipv6_udp_pseudo_partial(const Ipv6Hdr &ip, size_t udp_bytes);
+// The full UDP checksum over an IPv6 pseudo header, computed as if the
+// checksum field were zero; never 0 (RFC 8200: a zero checksum is invalid
+// over IPv6, 0xffff is sent instead).
+uint16_t ipv6_udp_checksum(const Ipv6Hdr &ip, const UdpHdr *udp, size_t udp_bytes);
+// What a switch does to an ECN-capable IPv6 packet (no header checksum).
+bool mark_ce(Ipv6Hdr &ip);
+
 // ---- Building frames ---------------------------------------------------------
 
 struct UdpFrameSpec {
@@ -208,7 +291,25 @@ struct UdpFrameSpec {
 // checksum is left zero (see fill_udp_checksum or checksum offload).
 void write_eth_ipv4_udp(uint8_t *frame, const UdpFrameSpec &spec, uint16_t payload_bytes);
 
-// Computes the UDP checksum of a complete frame written by write_eth_ipv4_udp.
+struct Udp6FrameSpec {
+    MacAddr src_mac{};
+    MacAddr dst_mac{};
+    Ipv6Addr src_ip{};
+    Ipv6Addr dst_ip{};
+    uint16_t src_port = 0;
+    uint16_t dst_port = 0;
+    uint8_t traffic_class = 0;  // DSCP << 2 | ECN
+    uint8_t hop_limit = 64;
+    uint32_t flow_label = 0;  // 20 bits
+};
+
+// Writes Ethernet, IPv6 (no extension headers) and UDP headers for
+// `payload_bytes` of payload into `frame` (kEthIpv6UdpBytes long); the UDP
+// checksum is left zero, to be filled (it is mandatory over IPv6).
+void write_eth_ipv6_udp(uint8_t *frame, const Udp6FrameSpec &spec, uint16_t payload_bytes);
+
+// Computes the UDP checksum of a complete frame written by
+// write_eth_ipv4_udp or write_eth_ipv6_udp (the ether type says which).
 void fill_udp_checksum(uint8_t *frame);
 
 // ---- Parsing -----------------------------------------------------------------
@@ -222,7 +323,10 @@ enum class NetError : uint8_t {
     kNotUdp,        // IP protocol is not UDP
     kBadUdpLength,  // UDP length disagrees with the IP payload length
     kBadIpChecksum,
-    kBadUdpChecksum,
+    kBadUdpChecksum,  // wrong, or zero over IPv6
+    kNotIp,           // (parse_eth_ip_udp) neither IPv4 nor IPv6
+    kBadIpv6Header,   // version != 6, or the payload length past the frame's end
+    kIpv6ExtRefused,  // an extension header MRC does not take (ESP, AH, unknown, too many)
 };
 const char *to_string(NetError e);
 
@@ -234,7 +338,13 @@ struct UdpView {
     const uint8_t *payload;
     uint16_t payload_bytes;
     uint16_t l2_bytes;  // Ethernet header plus VLAN tag, if any
-    uint16_t l3_bytes;  // IPv4 header including options
+    uint16_t l3_bytes;  // IPv4 header including options; IPv6 header and extension headers
+    // The IPv6 header (ip is then null; only parse_eth_ip_udp takes IPv6),
+    // and the extension headers walked past (hop-by-hop, routing,
+    // destination options). No initialisers: the parsers set every field.
+    const Ipv6Hdr *ip6;
+    uint8_t ext_headers;
+    bool is_ipv6() const { return ip6 != nullptr; }
 };
 
 enum class Checksums : uint8_t { kSkip, kVerify };
@@ -250,6 +360,16 @@ NetError parse_eth_ipv4_udp(const uint8_t *frame, size_t len, UdpView *out,
 // only when the frame is contiguous (len == total_len).
 NetError parse_eth_ipv4_udp_split(const uint8_t *frame, size_t len, size_t total_len, UdpView *out,
                                   Checksums checksums = Checksums::kSkip);
+
+// Either family: Ethernet (optionally one 802.1Q tag), then IPv4 as
+// above, or IPv6 with up to kIpv6MaxExtHeaders hop-by-hop, routing and
+// destination-options headers walked past (counted in ext_headers), then
+// UDP. Fragments, ESP, AH, an unknown next header or too many extension
+// headers are refused (kFragment, kIpv6ExtRefused); Ethernet padding after
+// the datagram is ignored. Never reads beyond `len` (headers) or
+// `total_len` (the frame); checksums only when the frame is contiguous.
+NetError parse_eth_ip_udp(const uint8_t *frame, size_t len, size_t total_len, UdpView *out,
+                          Checksums checksums = Checksums::kSkip);
 
 inline constexpr uint32_t ipv4(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
     return (uint32_t{a} << 24) | (uint32_t{b} << 16) | (uint32_t{c} << 8) | d;

@@ -44,8 +44,8 @@ class Harness {
     static constexpr uint32_t kPlanes = 2;
 
     explicit Harness(QpConfig cfg = small_config(), Psn a_start = Psn(1000),
-                     Psn b_start = Psn(5000), uint32_t planes = kPlanes)
-        : pair_(cfg, uint8_t(planes), a_start, b_start), planes_(planes) {
+                     Psn b_start = Psn(5000), uint32_t planes = kPlanes, bool ipv6 = false)
+        : pair_(cfg, uint8_t(planes), a_start, b_start, 0, 0, ipv6), planes_(planes) {
         a.ep = std::move(pair_.a);
         b.ep = std::move(pair_.b);
         a.qp = pair_.qa;

@@ -27,6 +27,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     std::vector<uint8_t> f(data, data + size);
     UdpView v;
     (void)parse_eth_ipv4_udp(f.data(), f.size(), &v, Checksums::kVerify);
+    // Both families (IPv6 extension headers walked), whole and with the
+    // headers in a first part cut short of the frame.
+    for (size_t head : {size, size_t(62), size_t(70), size_t(110), size / 2}) {
+        if (head > size) continue;
+        std::vector<uint8_t> h(data, data + head);
+        const Checksums c = head == size ? Checksums::kVerify : Checksums::kSkip;
+        if (parse_eth_ip_udp(h.data(), h.size(), size, &v, c) != NetError::kOk) continue;
+        const size_t hdrs = size_t(v.l2_bytes) + v.l3_bytes + sizeof(UdpHdr);
+        if (hdrs > head || hdrs + v.payload_bytes > size) abort();
+        if ((v.ip == nullptr) == (v.ip6 == nullptr)) abort();
+        if (v.ext_headers > kIpv6MaxExtHeaders) abort();
+    }
     MrcPacket p;
     if (parse_mrc(f.data(), uint32_t(f.size()), 0, &p, Checksums::kVerify) == MrcError::kOk)
         check(p, size);

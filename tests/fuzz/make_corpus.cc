@@ -76,6 +76,31 @@ int main(int argc, char **argv) {
         ping[sizeof(EthHdr) + 9] = kIpProtoIcmp;
         ping[kEthIpv4UdpBytes - sizeof(UdpHdr)] = kIcmpEchoRequest;
         frames.push_back(ping);
+        // The MRC data packet over IPv6 (the EV in the flow label), plain
+        // and behind a destination-options header.
+        const std::vector<uint8_t> &d4 = frames[1];
+        const size_t mrc_len = d4.size() - kEthIpv4UdpBytes;
+        std::vector<uint8_t> d6(kEthIpv6UdpBytes + mrc_len);
+        Udp6FrameSpec s6;
+        s6.src_ip = Ipv6Addr{{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1}};
+        s6.dst_ip = Ipv6Addr{{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2}};
+        s6.src_port = 3000;
+        s6.dst_port = kDefaultMrcPort;
+        s6.flow_label = flow_label_of_ev(3000);
+        write_eth_ipv6_udp(d6.data(), s6, uint16_t(mrc_len));
+        std::copy(d4.begin() + kEthIpv4UdpBytes, d4.end(), d6.begin() + kEthIpv6UdpBytes);
+        fill_udp_checksum(d6.data());
+        frames.push_back(d6);
+        const size_t l3 = sizeof(EthHdr) + sizeof(Ipv6Hdr);
+        std::vector<uint8_t> x6(d6.size() + 8, 0);
+        std::copy(d6.begin(), d6.begin() + long(l3), x6.begin());
+        const uint8_t opts[8] = {kIpProtoUdp, 0, 1, 4, 0, 0, 0, 0};  // destination options, PadN
+        std::copy(opts, opts + 8, x6.begin() + long(l3));
+        std::copy(d6.begin() + long(l3), d6.end(), x6.begin() + long(l3) + 8);
+        auto *ip6 = reinterpret_cast<Ipv6Hdr *>(x6.data() + sizeof(EthHdr));
+        ip6->next_header = kIpv6DestOpts;
+        ip6->payload_length.set(uint16_t(ip6->payload_length.get() + 8));
+        frames.push_back(x6);
         for (size_t i = 0; i < frames.size(); ++i)
             save(dir + "/frame" + std::to_string(i), frames[i]);
         return 0;
