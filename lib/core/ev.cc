@@ -282,14 +282,14 @@ uint32_t EvSet::choose_spare(uint64_t now_ns, uint32_t avoid, uint8_t planes) {
     return kNoEv;
 }
 
-bool EvSet::adopt(uint32_t s, uint32_t a, uint64_t now_ns) {
+EvTimeout EvSet::adopt(uint32_t s, uint32_t a, uint64_t now_ns) {
     if (s >= e_.size() || a >= e_.size() || e_[s].active || !e_[a].active ||
         e_[s].plane != e_[a].plane || e_[s].state == EvState::kDenied ||
         e_[a].state == EvState::kDenied)
-        return false;
+        return EvTimeout::kSkipped;
     swap_in(a, s);
-    if (e_[a].state != EvState::kAssumedBad) retire(e_[a], a, now_ns);  // a spare now: no floor
-    return true;
+    if (e_[a].state == EvState::kAssumedBad) return EvTimeout::kAlreadyOut;
+    return retire(e_[a], a, now_ns);  // a spare now: no floor
 }
 
 uint32_t EvSet::choose_on_plane(uint64_t now_ns, uint8_t plane) {

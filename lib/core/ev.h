@@ -186,9 +186,10 @@ class EvSet {
     // may not reach (all of a QP's active EVs can hash onto one dead path).
     uint32_t choose_spare(uint64_t now_ns, uint32_t avoid, uint8_t planes);
     // Spare `s` carried a packet that the active EV `a` (same plane) did
-    // not: `s` takes a's slot and `a` is retired among the spares. False
-    // (nothing changed) when they are not such a pair.
-    bool adopt(uint32_t s, uint32_t a, uint64_t now_ns);
+    // not: `s` takes a's slot and `a` is retired among the spares (kRetired;
+    // kAlreadyOut when it was ASSUMED_BAD already). kSkipped, with nothing
+    // changed, when they are not such a pair.
+    EvTimeout adopt(uint32_t s, uint32_t a, uint64_t now_ns);
     // A random usable EV of one plane (the reply to a reverse probe), or
     // kNoEv when the plane has none that is not DENIED.
     uint32_t choose_on_plane(uint64_t now_ns, uint8_t plane);

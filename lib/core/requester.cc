@@ -212,9 +212,10 @@ bool Qp::mark_acked(TxSlot &s, uint64_t now_ns) {
     evs_.on_delivered(s.ev_idx);
     // A spare EV got through where the active one before it was never
     // answered: it takes that one's place, which is retired (and probed).
-    if (s.kind == TxKind::kSilentTimeout && evs_.adopt(s.ev_idx, s.prev_ev_idx, now_ns)) {
-        ++ctr_.ev_adopted;
-        ++ctr_.ev_retired;
+    if (s.kind == TxKind::kSilentTimeout) {
+        const EvTimeout t = evs_.adopt(s.ev_idx, s.prev_ev_idx, now_ns);
+        if (t != EvTimeout::kSkipped) ++ctr_.ev_adopted;
+        if (t == EvTimeout::kRetired) ++ctr_.ev_retired;
     }
     return true;
 }

@@ -272,9 +272,10 @@ TEST(EvSet, ASpareThatGotThroughTakesTheSlotOfTheActiveEvThatDidNot) {
         EXPECT_NE(s.choose_spare(30, kNoEv, 0x2), dead_spare) << "a spare that failed is not tried";
     const uint32_t spare = *std::next(seen.begin());
     const uint32_t dead = s.active_entry(1, 1);
-    EXPECT_FALSE(s.adopt(spare, s.active_entry(0, 0), 40)) << "another plane's slot";
-    EXPECT_FALSE(s.adopt(dead, spare, 40)) << "the other way round";
-    ASSERT_TRUE(s.adopt(spare, dead, 40));
+    EXPECT_EQ(s.adopt(spare, s.active_entry(0, 0), 40), EvTimeout::kSkipped)
+        << "another plane's slot";
+    EXPECT_EQ(s.adopt(dead, spare, 40), EvTimeout::kSkipped) << "the other way round";
+    ASSERT_EQ(s.adopt(spare, dead, 40), EvTimeout::kRetired);
     EXPECT_TRUE(s.entry(spare).active);
     EXPECT_EQ(s.active_entry(1, 1), spare);
     EXPECT_FALSE(s.entry(dead).active);
