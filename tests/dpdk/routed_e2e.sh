@@ -127,18 +127,8 @@ for p in json.load(sys.stdin)["planes"]:
 }
 for _ in $(seq 100); do gateways_up && break; sleep 0.1; done
 gateways_up || fail "the daemons did not resolve their gateways"
-"$apps/bulk_copy" --socket "$work/b.sock" --service 7200 --bytes $((32 << 20)) \
-  --keys "$work/copy.keys" >"$work/copy-rx.log" 2>&1 &
-rx=$!
-pids+=("$rx")
-"$apps/bulk_copy" --socket "$work/a.sock" --service 7200 --bytes $((32 << 20)) \
-  --keys "$work/copy.keys" --peer 10.2.0.1 >"$work/copy-tx.log" 2>&1 &
-tx=$!
-pids+=("$tx")
-wait_exit "$tx" 120 || fail "bulk_copy sender failed: $(tail -3 "$work/copy-tx.log")"
-wait_exit "$rx" 30 || fail "bulk_copy receiver failed: $(tail -3 "$work/copy-rx.log")"
-cat "$work/copy-rx.log"
-grep -q "33554432 bytes, 0 wrong" "$work/copy-rx.log" || fail "copy: $(tail -2 "$work/copy-rx.log")"
+bulk_copy_start first 10.2.0.1 7200 $((32 << 20))
+bulk_copy_check first $((32 << 20))
 
 for side in a b; do
   "$apps/mrcctl" --socket "$work/$side.sock" neighbors | tee "$work/neigh-$side.txt"
@@ -189,7 +179,7 @@ restart_a() {  # log-name
 try_connect() {  # expected-error
   set +e
   timeout 60 "$apps/bulk_copy" --socket "$work/a.sock" --service 7200 --bytes 4096 \
-    --keys "$work/copy.keys" --peer 10.2.0.1 >"$work/try.log" 2>&1
+    --keys "$work/copy-first.keys" --peer 10.2.0.1 >"$work/try.log" 2>&1
   local rc=$?
   set -e
   cat "$work/try.log"

@@ -158,17 +158,8 @@ for side in a b; do
   for _ in $(seq 300); do grep -q "mrcd: ready" "$work/mrcd-$side.log" && break; sleep 0.1; done
   grep -q "mrcd: ready" "$work/mrcd-$side.log" || fail "mrcd $side not ready"
 done
-"$apps/bulk_copy" --socket "$work/b.sock" --service 7300 --bytes $((32 << 20)) \
-  --keys "$work/copy.keys" >"$work/copy-rx.log" 2>&1 &
-rx=$!
-pids+=("$rx")
-"$apps/bulk_copy" --socket "$work/a.sock" --service 7300 --bytes $((32 << 20)) \
-  --keys "$work/copy.keys" --peer 10.82.0.2 >"$work/copy-tx.log" 2>&1 &
-tx=$!
-pids+=("$tx")
-wait_exit "$tx" 120 || fail "bulk_copy sender failed: $(tail -3 "$work/copy-tx.log")"
-wait_exit "$rx" 30 || fail "bulk_copy receiver failed: $(tail -3 "$work/copy-rx.log")"
-grep -q "33554432 bytes, 0 wrong" "$work/copy-rx.log" || fail "copy: $(tail -2 "$work/copy-rx.log")"
+bulk_copy_start first 10.82.0.2 7300 $((32 << 20))
+bulk_copy_check first $((32 << 20))
 "$apps/mrcctl" --socket "$work/a.sock" --json neighbors >"$work/neigh-a.json" || fail "mrcctl neighbors"
 python3 - "$work/neigh-a.json" "$(mac_of "$P-r0" "${P}ra0")" "$(mac_of "$P-r1" "${P}ra1")" <<'PY'
 import json, sys

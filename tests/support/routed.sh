@@ -1,5 +1,33 @@
-# Sourced by the routed end-to-end tests (after procs.sh): a router that
-# changes its MAC in the middle of a transfer between two mrcd.
+# Sourced by the routed end-to-end tests (after procs.sh): a verified
+# bulk_copy between two mrcd, and a router that changes its MAC in the
+# middle of one. Each needs $apps, $work, the pids array and fail().
+#
+# bulk_copy_start TAG PEER_IP SERVICE BYTES
+#   Starts a bulk_copy of BYTES from daemon A ($work/a.sock) to daemon B
+#   ($work/b.sock) on SERVICE (logs $work/copy-TAG-rx.log and -tx.log);
+#   sets copy_rx and copy_tx (also in pids).
+# bulk_copy_check TAG BYTES
+#   Waits for both ends; the receiver must have verified all BYTES.
+bulk_copy_start() {
+  local tag=$1 peer=$2 svc=$3 bytes=$4
+  rm -f "$work/copy-$tag.keys"
+  "$apps/bulk_copy" --socket "$work/b.sock" --service "$svc" --bytes "$bytes" \
+    --keys "$work/copy-$tag.keys" >"$work/copy-$tag-rx.log" 2>&1 &
+  copy_rx=$!
+  pids+=("$copy_rx")
+  "$apps/bulk_copy" --socket "$work/a.sock" --service "$svc" --bytes "$bytes" \
+    --keys "$work/copy-$tag.keys" --peer "$peer" >"$work/copy-$tag-tx.log" 2>&1 &
+  copy_tx=$!
+  pids+=("$copy_tx")
+}
+bulk_copy_check() {
+  local tag=$1 bytes=$2
+  wait_exit "$copy_tx" 180 || fail "bulk_copy sender failed: $(tail -3 "$work/copy-$tag-tx.log")"
+  wait_exit "$copy_rx" 30 || fail "bulk_copy receiver failed: $(tail -3 "$work/copy-$tag-rx.log")"
+  cat "$work/copy-$tag-rx.log"
+  grep -q "$bytes bytes, 0 wrong" "$work/copy-$tag-rx.log" ||
+    fail "copy: $(tail -2 "$work/copy-$tag-rx.log")"
+}
 #
 # gateway_moves_mid_transfer ROUTER_NS IN_IFACE OUT_IFACE GW_IP NEW_MAC PEER_IP SERVICE BYTES
 #   Starts a bulk_copy of BYTES from daemon A ($work/a.sock) to daemon B
@@ -8,35 +36,24 @@
 #   address GW_IP) the MAC NEW_MAC and announces it (gratuitous ARP). The
 #   copy must complete verified, daemon A must have moved its QPs
 #   (paths_moved) with no path unresolved, and the router must keep
-#   forwarding A's frames after the change. Needs $apps, $work, the pids
-#   array and fail().
+#   forwarding A's frames after the change.
 gateway_moves_mid_transfer() {
   local ns=$1 in_if=$2 out_if=$3 gw=$4 mac=$5 peer=$6 svc=$7 bytes=$8
-  local rx tx start moved_at after
+  local start moved_at after
   forwarded() {
     ip -n "$ns" -s -j link show "$out_if" |
       python3 -c "import json,sys; print(json.load(sys.stdin)[0]['stats64']['tx']['packets'])"
   }
-  rm -f "$work/copy-moved.keys"
-  "$apps/bulk_copy" --socket "$work/b.sock" --service "$svc" --bytes "$bytes" \
-    --keys "$work/copy-moved.keys" >"$work/copy-moved-rx.log" 2>&1 &
-  rx=$!
-  pids+=("$rx")
-  "$apps/bulk_copy" --socket "$work/a.sock" --service "$svc" --bytes "$bytes" \
-    --keys "$work/copy-moved.keys" --peer "$peer" >"$work/copy-moved-tx.log" 2>&1 &
-  tx=$!
-  pids+=("$tx")
+  bulk_copy_start moved "$peer" "$svc" "$bytes"
   start=$(forwarded)
   for _ in $(seq 300); do [ $(( $(forwarded) - start )) -gt 2000 ] && break; sleep 0.05; done
-  kill -0 "$tx" 2>/dev/null || fail "the transfer ended before the router changed"
+  kill -0 "$copy_tx" 2>/dev/null || fail "the transfer ended before the router changed"
   ip -n "$ns" link set "$in_if" address "$mac"
   ip netns exec "$ns" arping -q -U -c 2 -w 2 -I "$in_if" "$gw" || true
   moved_at=$(forwarded)
-  kill -0 "$tx" 2>/dev/null || fail "the transfer ended before the router announced its new MAC"
-  wait_exit "$tx" 180 || fail "bulk_copy sender failed: $(tail -3 "$work/copy-moved-tx.log")"
-  wait_exit "$rx" 30 || fail "bulk_copy receiver failed: $(tail -3 "$work/copy-moved-rx.log")"
-  grep -q "$bytes bytes, 0 wrong" "$work/copy-moved-rx.log" ||
-    fail "copy: $(tail -2 "$work/copy-moved-rx.log")"
+  kill -0 "$copy_tx" 2>/dev/null ||
+    fail "the transfer ended before the router announced its new MAC"
+  bulk_copy_check moved "$bytes"
   after=$(forwarded)
   echo "the router forwarded $((after - moved_at)) frames towards B after its MAC changed"
   "$apps/mrcctl" --socket "$work/a.sock" --json status >"$work/status-moved.json"
