@@ -310,6 +310,15 @@ Result<std::unique_ptr<Port>> Port::open(const PortOptions &opts, rte_mempool *p
     c.tx_multi_segs = info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
     c.tx_fast_free = info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE;
     c.lsc_interrupt = info.dev_flags && (*info.dev_flags & RTE_ETH_DEV_INTR_LSC);
+    // net_tap's LSC "interrupt" is its netlink listener, and with it on,
+    // rte_eth_link_get_nowait() returns what that listener last stored. CI
+    // saw that copy stay "up" for seconds after `ip link set down` (the
+    // plane failed over on its own losses, but read up to the end). Without
+    // it, every link() asks the kernel (one SIOCGIFFLAGS), which the control
+    // thread's poll (every millisecond) can afford.
+    if (c.lsc_interrupt && info.driver_name != nullptr &&
+        std::strcmp(info.driver_name, "net_tap") == 0)
+        c.lsc_interrupt = false;
     c.max_queues = std::min(info.max_rx_queues, info.max_tx_queues);
 
     rte_eth_conf conf{};
