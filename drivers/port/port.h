@@ -177,10 +177,28 @@ class Port {
         return rte_eth_tx_burst(id_, queue, pkts, n);
     }
 
-    // Makes the IPv4 and UDP checksums of an Ethernet/IPv4/UDP frame right on
-    // the wire: offload flags where the port computes them, software where it
-    // does not. Headers must be in the first segment.
-    void prepare_tx_cksum(rte_mbuf *m, uint16_t l2_bytes, uint16_t l3_bytes) const {
+    // Makes the checksums of an Ethernet/IPv4/UDP frame (IPv4 header without
+    // options) or Ethernet/IPv6/UDP frame (no extension headers) right on
+    // the wire: offload flags where the port computes them, software where
+    // it does not. Headers must be in the first segment.
+    void prepare_tx_cksum(rte_mbuf *m, uint16_t l2_bytes, bool ipv6) const {
+        if (ipv6) {
+            auto *ip6 = rte_pktmbuf_mtod_offset(m, rte_ipv6_hdr *, l2_bytes);
+            auto *udp = rte_pktmbuf_mtod_offset(m, rte_udp_hdr *, l2_bytes + sizeof(rte_ipv6_hdr));
+            udp->dgram_cksum = 0;
+            m->l2_len = l2_bytes;
+            m->l3_len = sizeof(rte_ipv6_hdr);
+            if (tx_udp_offload_) {
+                m->ol_flags |= RTE_MBUF_F_TX_IPV6 | RTE_MBUF_F_TX_UDP_CKSUM;
+                udp->dgram_cksum = rte_ipv6_phdr_cksum(ip6, m->ol_flags);
+            } else {
+                // rte_ipv6_udptcp_cksum_mbuf never returns 0 for UDP.
+                udp->dgram_cksum =
+                    rte_ipv6_udptcp_cksum_mbuf(m, ip6, l2_bytes + sizeof(rte_ipv6_hdr));
+            }
+            return;
+        }
+        const uint16_t l3_bytes = sizeof(rte_ipv4_hdr);
         auto *ip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr *, l2_bytes);
         auto *udp = rte_pktmbuf_mtod_offset(m, rte_udp_hdr *, l2_bytes + l3_bytes);
         ip->hdr_checksum = 0;

@@ -72,7 +72,7 @@ Result<rte_mbuf *> build_frame(rte_mempool *pool, const Port &port, const Stream
     uint8_t *p = buf + wire::kEthIpv4UdpBytes;
     for (size_t i = sizeof(TestHdr); i < len; ++i)
         p[i] = pattern_byte(seq, s.id, i);
-    port.prepare_tx_cksum(m, sizeof(wire::EthHdr), sizeof(wire::Ipv4Hdr));
+    port.prepare_tx_cksum(m, sizeof(wire::EthHdr), false);
     return m;
 }
 
@@ -302,7 +302,7 @@ Result<SelftestStats> selftest_echo(const Port &port, rte_mempool *, const Selft
             std::swap(udp->src_port, udp->dst_port);
             reinterpret_cast<TestHdr *>(udp + 1)->dir = kDirReply;
             m->ol_flags = 0;
-            port.prepare_tx_cksum(m, sizeof(wire::EthHdr), sizeof(wire::Ipv4Hdr));
+            port.prepare_tx_cksum(m, sizeof(wire::EthHdr), false);
             replies[nr++] = m;
         }
         uint16_t sent = 0;

@@ -40,9 +40,11 @@ constexpr uint64_t kMaxSleepNs = 10'000'000;
 constexpr uint32_t kWakeTag = 0xffff;  // epoll data of the wake fd (ports: their plane)
 
 // Where the UDP payload of an untagged or single-tagged Ethernet/IPv4/UDP
-// frame to `mrc_port` starts, or 0 when the frame is something else. The
-// core validates everything again; this only finds the owner's QPN and
-// drops strangers early.
+// or Ethernet/IPv6/UDP frame to `mrc_port` starts, or 0 when the frame is
+// something else. An IPv6 header followed by extension headers takes the
+// wire parser's walk (which refuses the ones MRC does not take). The core
+// validates everything again; this only finds the owner's QPN and drops
+// strangers early.
 inline uint32_t mrc_payload_offset(const uint8_t *f, uint32_t len, uint16_t mrc_port) {
     uint32_t off = 12;
     if (len < 14 + 20 + 8 + sizeof(wire::BaseHdr)) return 0;
@@ -52,11 +54,24 @@ inline uint32_t mrc_payload_offset(const uint8_t *f, uint32_t len, uint16_t mrc_
         type = uint16_t(f[off + 2] << 8 | f[off + 3]);
         off += 4;
     }
-    if (type != RTE_ETHER_TYPE_IPV4) return 0;
-    const uint8_t vihl = f[off];
-    const uint32_t ihl = (vihl & 0x0f) * 4u;
-    if ((vihl >> 4) != 4 || ihl < 20 || f[off + 9] != IPPROTO_UDP) return 0;
-    off += ihl;
+    if (type == RTE_ETHER_TYPE_IPV4) {
+        const uint8_t vihl = f[off];
+        const uint32_t ihl = (vihl & 0x0f) * 4u;
+        if ((vihl >> 4) != 4 || ihl < 20 || f[off + 9] != IPPROTO_UDP) return 0;
+        off += ihl;
+    } else if (type == RTE_ETHER_TYPE_IPV6) {
+        if (off + sizeof(wire::Ipv6Hdr) > len || (f[off] >> 4) != 6) return 0;
+        if (f[off + 6] != IPPROTO_UDP) {
+            wire::UdpView v;
+            if (wire::parse_eth_ip_udp(f, len, len, &v) != wire::NetError::kOk ||
+                v.udp->dst_port.get() != mrc_port || v.payload_bytes < sizeof(wire::BaseHdr))
+                return 0;
+            return uint32_t(v.payload - f);
+        }
+        off += sizeof(wire::Ipv6Hdr);
+    } else {
+        return 0;
+    }
     if (off + 8 + sizeof(wire::BaseHdr) > len) return 0;
     if (uint16_t(f[off + 2] << 8 | f[off + 3]) != mrc_port) return 0;
     return off + 8;
@@ -73,6 +88,26 @@ inline uint32_t payload_offset(const rte_mbuf *m, uint16_t mrc_port) {
 // to be in the frame by mrc_payload_offset).
 inline uint32_t frame_qpn(const uint8_t *f, uint32_t off) {
     return uint32_t(f[off + 5]) << 16 | uint32_t(f[off + 6]) << 8 | f[off + 7];
+}
+
+// Software checksum check of a received MRC frame: the IPv4 header's, and
+// the UDP checksum over the pseudo header of either family. Over IPv4 a zero
+// UDP checksum means none was sent; over IPv6 it is wrong (RFC 8200 8.1)
+// unless this dataplane runs without UDP checksums (udp_checksum false).
+inline bool rx_cksum_ok(const uint8_t *l3, bool v6, const uint8_t *udp, uint32_t udp_len,
+                        bool udp_checksum) {
+    uint64_t pseudo;
+    if (v6) {
+        pseudo =
+            wire::ipv6_udp_pseudo_partial(*reinterpret_cast<const wire::Ipv6Hdr *>(l3), udp_len);
+    } else {
+        const auto *ip = reinterpret_cast<const wire::Ipv4Hdr *>(l3);
+        if (wire::csum_fold(wire::csum_add(0, ip, (l3[0] & 0x0f) * 4u)) != 0xffff) return false;
+        if ((udp[6] | udp[7]) == 0) return true;
+        pseudo = wire::ipv4_udp_pseudo_partial(*ip, udp_len);
+    }
+    if (!udp_checksum) return true;
+    return wire::csum_fold(wire::csum_add(pseudo, udp, udp_len)) == 0xffff;
 }
 
 // A no-op free callback: registered memory outlives every mbuf that points
@@ -404,7 +439,10 @@ void Worker::rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_
         }
         // Lengths before anything reads by them (the checksum below does).
         const uint32_t l2 = f[12] == 0x81 ? 18 : 14;
-        const uint32_t ip_len = uint32_t(f[l2 + 2]) << 8 | f[l2 + 3];
+        const bool v6 = (f[l2] >> 4) == 6;  // mrc_payload_offset checked the ether type
+        const uint32_t ip_len =
+            v6 ? uint32_t(sizeof(wire::Ipv6Hdr)) + (uint32_t(f[l2 + 4]) << 8 | f[l2 + 5])
+               : uint32_t(f[l2 + 2]) << 8 | f[l2 + 3];
         const uint32_t udp_len = uint32_t(f[off - 4]) << 8 | f[off - 3];
         if (l2 + ip_len > len || off - 8 + udp_len > l2 + ip_len || udp_len < 8) {
             ++ctr_.rx_truncated;
@@ -416,26 +454,19 @@ void Worker::rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_
             ++ctr_.rx_bad_cksum;
             continue;
         }
-        if (ck == drivers::RxCksum::kUnknown) {
-            const uint32_t l3 = off - 8 - l2;  // IPv4 header bytes
-            const auto *ip = reinterpret_cast<const wire::Ipv4Hdr *>(f + l2);
-            if (wire::csum_fold(wire::csum_add(0, ip, l3)) != 0xffff) {
-                ++ctr_.rx_bad_cksum;
-                continue;
-            }
-            const uint8_t *udp = f + off - 8;
-            if (cfg.udp_checksum && (udp[6] | udp[7]) != 0 &&
-                wire::csum_fold(wire::csum_add(wire::ipv4_udp_pseudo_partial(*ip, udp_len), udp,
-                                               udp_len)) != 0xffff) {
-                ++ctr_.rx_bad_cksum;
-                continue;
-            }
+        if (ck == drivers::RxCksum::kUnknown &&
+            !rx_cksum_ok(f + l2, v6, f + off - 8, udp_len, cfg.udp_checksum)) {
+            ++ctr_.rx_bad_cksum;
+            continue;
         }
-        if (mark_ce_) {
+        if (mark_ce_ && v6) {
+            if (wire::mark_ce(
+                    *const_cast<wire::Ipv6Hdr *>(reinterpret_cast<const wire::Ipv6Hdr *>(f + l2))))
+                ++ctr_.rx_ce_marked;
+        } else if (mark_ce_) {
             // The checksum was checked above and the core does not check it
             // again; keep it right for capture tools anyway (RFC 1624).
-            auto *ip = const_cast<rte_ipv4_hdr *>(
-                reinterpret_cast<const rte_ipv4_hdr *>(f + (f[12] == 0x81 ? 18 : 14)));
+            auto *ip = const_cast<rte_ipv4_hdr *>(reinterpret_cast<const rte_ipv4_hdr *>(f + l2));
             if ((ip->type_of_service & 3) != 3 && (ip->type_of_service & 3) != 0) {
                 const uint16_t old = rte_be_to_cpu_16(*reinterpret_cast<uint16_t *>(ip));
                 ip->type_of_service |= 3;
@@ -580,12 +611,14 @@ void Worker::announce_addresses() {
 }
 
 bool Worker::send_frame(uint8_t plane, const uint8_t *frame, uint32_t len) {
-    rte_mbuf *m = frame_mbuf(plane, frame, len, wire::kEthIpv4UdpBytes);
+    const bool v6 = len >= wire::kEthIpv6UdpBytes && (frame[RTE_ETHER_HDR_LEN] >> 4) == 6;
+    rte_mbuf *m =
+        frame_mbuf(plane, frame, len, v6 ? wire::kEthIpv6UdpBytes : wire::kEthIpv4UdpBytes);
     if (m == nullptr) return false;
     const drivers::Port &port = *dp_->ports_[plane];
     if (dp_->cfg_.udp_checksum) {
         if (port.tx_udp_offload())
-            port.prepare_tx_cksum(m, RTE_ETHER_HDR_LEN, 20);
+            port.prepare_tx_cksum(m, RTE_ETHER_HDR_LEN, v6);
         else
             wire::fill_udp_checksum(rte_pktmbuf_mtod(m, uint8_t *));
     }
@@ -616,13 +649,23 @@ uint32_t Worker::rx_handoff(uint64_t now_ns) {
 
 bool Worker::attach_payload(rte_mbuf *hdr, const TxPacket &t, bool sw_cksum) {
     uint8_t *frame = rte_pktmbuf_mtod(hdr, uint8_t *);
-    const auto *ip = reinterpret_cast<const wire::Ipv4Hdr *>(frame + RTE_ETHER_HDR_LEN);
-    auto *udp = reinterpret_cast<wire::UdpHdr *>(frame + wire::kEthIpv4UdpBytes - 8);
+    // The core writes no VLAN tag and no IPv6 extension header.
+    const bool v6 = (frame[RTE_ETHER_HDR_LEN] >> 4) == 6;
+    const uint32_t udp_off = uint32_t(v6 ? wire::kEthIpv6UdpBytes : wire::kEthIpv4UdpBytes) - 8;
+    auto *udp = reinterpret_cast<wire::UdpHdr *>(frame + udp_off);
+    const auto pseudo = [&] {
+        return v6 ? wire::ipv6_udp_pseudo_partial(
+                        *reinterpret_cast<const wire::Ipv6Hdr *>(frame + RTE_ETHER_HDR_LEN),
+                        udp->length.get())
+                  : wire::ipv4_udp_pseudo_partial(
+                        *reinterpret_cast<const wire::Ipv4Hdr *>(frame + RTE_ETHER_HDR_LEN),
+                        udp->length.get());
+    };
     if (!dp_->cfg_.zero_copy_tx) {
         if (sw_cksum) {
             // Headers, then the payload copied and summed in one pass.
-            uint64_t sum = wire::ipv4_udp_pseudo_partial(*ip, udp->length.get());
-            sum = wire::csum_add(sum, udp, t.hdr_len - (wire::kEthIpv4UdpBytes - 8));
+            uint64_t sum = pseudo();
+            sum = wire::csum_add(sum, udp, t.hdr_len - udp_off);
             sum = wire::csum_copy(frame + t.hdr_len, t.payload, t.payload_len, sum);
             udp->checksum.set(wire::udp_checksum_finish(sum));
         } else {
@@ -634,8 +677,8 @@ bool Worker::attach_payload(rte_mbuf *hdr, const TxPacket &t, bool sw_cksum) {
     }
     if (sw_cksum) {
         // The payload is not copied, but it is still read once, here.
-        uint64_t sum = wire::ipv4_udp_pseudo_partial(*ip, udp->length.get());
-        sum = wire::csum_add(sum, udp, t.hdr_len - (wire::kEthIpv4UdpBytes - 8));
+        uint64_t sum = pseudo();
+        sum = wire::csum_add(sum, udp, t.hdr_len - udp_off);
         sum = wire::csum_add(sum, t.payload, t.payload_len);
         udp->checksum.set(wire::udp_checksum_finish(sum));
     }
@@ -728,7 +771,8 @@ uint32_t Worker::tx(uint64_t now_ns) {
                 rte_pktmbuf_free(m);
                 continue;
             }
-            if (cfg.udp_checksum && !sw_cksum) port.prepare_tx_cksum(m, RTE_ETHER_HDR_LEN, 20);
+            if (cfg.udp_checksum && !sw_cksum)
+                port.prepare_tx_cksum(m, RTE_ETHER_HDR_LEN, (t.hdr[RTE_ETHER_HDR_LEN] >> 4) == 6);
             TxQueue &q = txq_[p];
             if (q.n == kTxQueueCap) {
                 ++ctr_.tx_full;
