@@ -21,13 +21,8 @@ namespace mrc::gen {
 using nlohmann::json;
 
 json side_json(const Side &s) {
-    return {{"qpns", s.qpns},
-            {"psns", s.psns},
-            {"addrs", s.addrs},
-            {"rkeys", s.rkeys},
-            {"ips", s.ips},
-            {"macs", s.macs},
-            {"mtu_payload", s.mtu_payload}};
+    return {{"qpns", s.qpns}, {"psns", s.psns}, {"addrs", s.addrs}, {"rkeys", s.rkeys},
+            {"ips", s.ips},   {"ip6", s.ip6},   {"macs", s.macs},   {"mtu_payload", s.mtu_payload}};
 }
 std::optional<Side> side_from(const json &j, uint32_t qps, uint8_t planes, std::string *why) {
     Side s;
@@ -38,6 +33,7 @@ std::optional<Side> side_from(const json &j, uint32_t qps, uint8_t planes, std::
         s.rkeys = j.at("rkeys").get<std::vector<uint32_t>>();
         s.ips = j.at("ips").get<std::vector<uint32_t>>();
         s.macs = j.at("macs").get<std::vector<std::string>>();
+        s.ip6 = j.value("ip6", std::vector<std::string>{});
         s.mtu_payload = j.value("mtu_payload", 0u);
     } catch (const std::exception &e) {
         *why = std::string("malformed peer description: ") + e.what();
@@ -52,6 +48,16 @@ std::optional<Side> side_from(const json &j, uint32_t qps, uint8_t planes, std::
         *why = fmt::format("the peer has {} planes, this end has {}", s.ips.size(), planes);
         return std::nullopt;
     }
+    if (s.ip6.empty()) s.ip6.resize(planes);
+    if (s.ip6.size() != planes) {
+        *why = fmt::format("the peer has {} IPv6 entries for {} planes", s.ip6.size(), planes);
+        return std::nullopt;
+    }
+    for (const auto &a : s.ip6)
+        if (!a.empty() && !wire::parse_ipv6(a)) {
+            *why = "the peer sent a bad IPv6 address";
+            return std::nullopt;
+        }
     for (const auto &m : s.macs)
         if (!wire::parse_mac(m)) {
             *why = "the peer sent a bad MAC address";
@@ -159,6 +165,9 @@ void Generator::create_qps() {
         me_.rkeys.push_back(*rkey);
     }
     me_.ips = local_ips_;
+    me_.ip6.clear();
+    for (const auto &a : local_ip6_)
+        me_.ip6.push_back(a ? wire::ipv6_string(*a) : std::string());
     me_.mtu_payload = dp_->max_payload_bytes();
     for (uint8_t p = 0; p < planes_; ++p)
         me_.macs.push_back(wire::mac_string(dp_->port(p).mac()));
@@ -176,6 +185,15 @@ void Generator::connect_qps(const Side &peer) {
             "path MTU: the peer's ports carry %u-byte payloads, this end's %u: every QP "
             "sends %u (give both ends the same --mtu to use the larger)\n",
             peer.mtu_payload, own, mtu_payload_);
+    for (uint8_t p = 0; p < planes_; ++p)
+        if (local_ip6_[p].has_value() != !peer.ip6[p].empty())
+            die(fmt::format(
+                "plane {}: this end's address is {} ({}), the peer's {}: give both ends "
+                "--local-ip of the same family on each plane",
+                p, local_ip6_[p] ? "IPv6" : "IPv4",
+                local_ip6_[p] ? wire::ipv6_string(*local_ip6_[p])
+                              : wire::ipv4_string(local_ips_[p]),
+                peer.ip6[p].empty() ? wire::ipv4_string(peer.ips[p]) : peer.ip6[p]));
     const std::vector<wire::MacAddr> dst_macs = next_hop_macs(peer);
     for (uint32_t i = 0; i < o_.qps; ++i) {
         GenApp &app = *apps_[i % nworkers];
@@ -190,6 +208,11 @@ void Generator::connect_qps(const Side &peer) {
             a.dst_mac = dst_macs[p];
             a.src_ip = local_ips_[p];
             a.dst_ip = peer.ips[p];
+            if (local_ip6_[p]) {
+                a.ipv6 = true;
+                a.src_ip6 = *local_ip6_[p];
+                a.dst_ip6 = *wire::parse_ipv6(peer.ip6[p]);  // side_from checked it
+            }
             a.dst_port = o_.mrc_port;
             a.dscp = dscp_data_[p];
             a.dscp_control = dscp_control_[p];
@@ -213,6 +236,16 @@ std::vector<wire::MacAddr> Generator::next_hop_macs(const Side &peer) {
     for (uint8_t p = 0; p < planes_; ++p) {
         macs[p] = *wire::parse_mac(peer.macs[p]);  // side_from checked them
         const auto x = dp_->port(p).xdp_info();
+        if (local_ip6_[p]) {
+            // IPv6: the peer's port, on the same segment (no neighbour
+            // discovery, no gateway yet; plane_routes refused --gateway).
+            if (x)
+                die(
+                    fmt::format("plane {}: IPv6 over AF_XDP ({}) is not done yet: the kernel's "
+                                "IPv6 routes and neighbours are not read (issue 20)",
+                                p, x->iface));
+            continue;
+        }
         if (!x) {
             // A DPDK-owned port: --local-ip's prefix and --gateway decide,
             // the gateway's MAC by ARP (the dataplane answers ARP for the
@@ -292,6 +325,37 @@ std::vector<wire::MacAddr> Generator::next_hop_macs(const Side &peer) {
     return macs;
 }
 
+namespace {
+// "ADDR" or "ADDR/LEN" (LEN 0-128) in IPv6 text; nullopt when it is not.
+std::optional<wire::Ipv6Addr> parse_ipv6_prefix(std::string_view s) {
+    const size_t slash = s.find('/');
+    if (slash != std::string_view::npos) {
+        const std::string_view len = s.substr(slash + 1);
+        unsigned v = 0;
+        const auto r = std::from_chars(len.data(), len.data() + len.size(), v);
+        if (len.empty() || r.ec != std::errc() || r.ptr != len.data() + len.size() || v > 128)
+            return std::nullopt;
+        s = s.substr(0, slash);
+    }
+    return wire::parse_ipv6(s);
+}
+bool is_ipv6_text(std::string_view s) {
+    return s.find(':') != std::string_view::npos;
+}
+}  // namespace
+
+std::vector<std::optional<wire::Ipv6Addr>> Generator::local_ip6s(uint8_t planes) const {
+    if (o_.local_ip.empty()) return std::vector<std::optional<wire::Ipv6Addr>>(planes);
+    return per_plane<std::optional<wire::Ipv6Addr>>(
+        o_.local_ip, planes, "--local-ip",
+        [](std::string_view s) -> std::optional<std::optional<wire::Ipv6Addr>> {
+            if (!is_ipv6_text(s)) return std::optional<wire::Ipv6Addr>();
+            const auto a = parse_ipv6_prefix(s);
+            if (!a) return std::nullopt;
+            return a;
+        });
+}
+
 std::vector<uint32_t> Generator::local_ips(uint8_t planes) const {
     std::vector<uint32_t> ips;
     for (const wire::Route &r : plane_routes(planes))
@@ -305,9 +369,14 @@ std::vector<wire::Route> Generator::plane_routes(uint8_t planes) const {
         o_.local_ip.empty()
             ? std::vector<std::string>{role_ == Role::kClient ? "10.10.0.1" : "10.10.0.2"}
             : o_.local_ip,
-        planes, "--local-ip",
-        [](std::string_view s) { return wire::parse_ipv4_prefix(s.data(), s.size()); });
+        planes, "--local-ip", [](std::string_view s) -> std::optional<wire::Route> {
+            // An IPv6 plane has no IPv4 route (ip 0: no ARP either).
+            if (is_ipv6_text(s))
+                return parse_ipv6_prefix(s) ? std::optional(wire::Route{}) : std::nullopt;
+            return wire::parse_ipv4_prefix(s.data(), s.size());
+        });
     if (o_.gateway.empty()) return routes;
+    const auto v6 = local_ip6s(planes);
     const auto gws = per_plane<uint32_t>(o_.gateway, planes, "--gateway",
                                          [](std::string_view s) -> std::optional<uint32_t> {
                                              if (s == "none") return 0u;
@@ -317,6 +386,11 @@ std::vector<wire::Route> Generator::plane_routes(uint8_t planes) const {
         wire::Route &r = routes[p];
         r.gateway = gws[p];
         if (r.gateway == 0) continue;
+        if (v6[p])
+            die(
+                fmt::format("--gateway: plane {} is IPv6, and gateways over IPv6 (neighbour "
+                            "discovery) are not done yet (issue 20): give none for it",
+                            p));
         if (r.prefix_len < 0)
             die(fmt::format(
                 "--gateway: plane {} needs its prefix in --local-ip (for example {}/24)", p,
@@ -396,6 +470,7 @@ void Generator::run() {
     setup_dataplane();
     routes_ = plane_routes(planes_);
     local_ips_ = local_ips(planes_);
+    local_ip6_ = local_ip6s(planes_);
     const auto dscp = [](std::string_view s) -> std::optional<uint8_t> {
         unsigned v = 0;
         const auto r = std::from_chars(s.data(), s.data() + s.size(), v);

@@ -30,7 +30,8 @@
 namespace mrc::gen {
 
 inline constexpr uint32_t kPd = 1;
-inline constexpr int kProtocolVersion = 2;  // 2: the server says "ready" once it polls
+// 2: the server says "ready" once it polls; 3: sides carry IPv6 plane addresses
+inline constexpr int kProtocolVersion = 3;
 inline constexpr uint16_t kDefaultOobPort = 18515;
 
 using app::die;
@@ -119,7 +120,8 @@ struct Side {
     std::vector<uint32_t> qpns, psns;
     std::vector<uint64_t> addrs;
     std::vector<uint32_t> rkeys;
-    std::vector<uint32_t> ips;
+    std::vector<uint32_t> ips;     // per plane; 0 on an IPv6 plane
+    std::vector<std::string> ip6;  // per plane: the IPv6 address, "" on an IPv4 plane
     std::vector<std::string> macs;
     uint32_t mtu_payload = 0;  // the largest data payload its ports carry (0: not said)
 };
@@ -149,6 +151,8 @@ class Generator {
     // generator.cc: set-up.
     void setup_dataplane();
     std::vector<uint32_t> local_ips(uint8_t planes) const;
+    // --local-ip's IPv6 addresses, per plane (nullopt: an IPv4 plane).
+    std::vector<std::optional<wire::Ipv6Addr>> local_ip6s(uint8_t planes) const;
     std::vector<wire::Route> plane_routes(uint8_t planes) const;
     void create_qps();
     void connect_qps(const Side &peer);
@@ -176,6 +180,7 @@ class Generator {
     uint32_t slots_ = 0;
     uint8_t planes_ = 0;
     std::vector<uint32_t> local_ips_;
+    std::vector<std::optional<wire::Ipv6Addr>> local_ip6_;
     std::vector<wire::Route> routes_;  // per plane: prefix and gateway
     std::vector<uint8_t> dscp_data_, dscp_control_;
     uint32_t mtu_payload_ = 0;  // the connection's, agreed with the peer

@@ -10,8 +10,10 @@ void add_options(CLI::App &cli, Options &o) {
         ->check(CLI::IsMember({"server", "client"}));
     cli.add_option("--port", o.ports, "a DPDK port per plane (name or devargs); default: all")
         ->take_all();
-    cli.add_option("--local-ip", o.local_ip,
-                   "this end's IPv4 address (a.b.c.d or a.b.c.d/len), one or one per plane");
+    cli.add_option(
+        "--local-ip", o.local_ip,
+        "this end's address, one or one per plane: IPv4 (a.b.c.d or a.b.c.d/len) or IPv6 (RFC 4291 "
+        "text, /len allowed; same segment only, the peer's the same family)");
     cli.add_option("--gateway", o.gateway,
                    "the router in front of each plane (needs --local-ip with a prefix; its MAC "
                    "is found by ARP), one or one per plane; none: no gateway. AF_XDP ports: the "

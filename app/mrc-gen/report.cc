@@ -103,6 +103,9 @@ json Generator::summary(double elapsed_s) {
     for (uint8_t p = 0; p < planes_; ++p) {
         ports.push_back(app::plane_json(*dp_, s, p));
         ports.back()["cut"] = ((dp_->cut_mask() >> p) & 1) != 0;
+        ports.back()["ip"] = p < local_ip6_.size() && local_ip6_[p]
+                                 ? wire::ipv6_string(*local_ip6_[p])
+                                 : wire::ipv4_string(p < local_ips_.size() ? local_ips_[p] : 0);
     }
     j["ports"] = ports;
     json wc, ec, qc;

@@ -19,10 +19,12 @@ namespace mrc::dp {
     X(tx_arp, "ARP frames sent: replies for the plane's address, announcements at start")         \
     X(tx_echo_replies, "ICMP echo replies sent (a ping of the plane's address)")                  \
     X(rx_host_malformed, "ARP or ICMP frames for this host that do not parse (dropped)")          \
-    X(rx_truncated, "frames shorter than their IPv4 or UDP length fields say (dropped)")          \
-    X(rx_bad_cksum, "frames with a bad IPv4 or UDP checksum (dropped)")                           \
+    X(rx_truncated, "frames shorter than their IP or UDP length fields say (dropped)")            \
+    X(rx_bad_cksum,                                                                               \
+      "frames with a bad IPv4 or UDP checksum, or UDP checksum 0 over IPv6 (dropped)")            \
     X(rx_multiseg, "frames spread over several mbufs (dropped; the MTU fits one mbuf)")           \
     X(rx_ce_marked, "frames marked CE because the RX ring was backed up (ecn_full_bursts)")       \
+    X(rx_ipv6, "MRC frames over IPv6 that passed the length and checksum checks")                 \
     X(timers_deferred, "timer runs put off while the RX rings held a backlog (acks first)")       \
     X(handoff_out, "frames passed to the worker that owns their QP")                              \
     X(handoff_in, "frames taken from other workers")                                              \

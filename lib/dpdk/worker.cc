@@ -459,6 +459,7 @@ void Worker::rx_frames(uint8_t plane, rte_mbuf **pkts, uint16_t n, uint64_t now_
             ++ctr_.rx_bad_cksum;
             continue;
         }
+        ctr_.rx_ipv6 += v6;
         if (mark_ce_ && v6) {
             if (wire::mark_ce(
                     *const_cast<wire::Ipv6Hdr *>(reinterpret_cast<const wire::Ipv6Hdr *>(f + l2))))

@@ -301,7 +301,9 @@ TEST(Dataplane, Ipv6EveryByteArrivesAndAZeroChecksumIsDropped) {
     EXPECT_EQ(ta.worker.rx_stray + tb.worker.rx_stray, 0u);
     EXPECT_EQ(ta.worker.rx_truncated + tb.worker.rx_truncated, 0u);
     EXPECT_GE(tb.worker.rx_packets, 64u * 43);
-    EXPECT_GT(ta.worker.rx_packets, 0u) << "acks came back over IPv6";
+    EXPECT_GT(ta.worker.rx_packets, 0u);
+    EXPECT_EQ(ta.worker.rx_ipv6, ta.worker.rx_packets) << "acks came back over IPv6";
+    EXPECT_EQ(tb.worker.rx_ipv6 + 1, tb.worker.rx_packets) << "all but the bad frame";
 }
 
 // A plane cut in the middle of an IPv6 transfer: the rest goes over the
