@@ -172,6 +172,16 @@ struct Fixture {
         a->worker(0).set_app(&writer);
     }
 
+    // Starts both ends, waits for every message and checks every byte
+    // (callers: ASSERT_NO_FATAL_FAILURE).
+    void run_verified(std::chrono::seconds limit = std::chrono::seconds(60)) {
+        ASSERT_TRUE(a->start().ok());
+        ASSERT_TRUE(b->start().ok());
+        ASSERT_TRUE(wait_done(limit)) << writer.done.load() << " of " << writer.messages << " done";
+        EXPECT_EQ(writer.failed.load(), 0u);
+        EXPECT_EQ(dst, src) << "B's memory differs from what A wrote";
+    }
+
     bool wait_done(std::chrono::seconds limit) {
         const auto until = std::chrono::steady_clock::now() + limit;
         while (std::chrono::steady_clock::now() < until) {
@@ -287,12 +297,7 @@ TEST(Dataplane, Ipv6EveryByteArrivesAndAZeroChecksumIsDropped) {
     rte_mempool *mp = rte_mempool_lookup("dpa_pool");
     ASSERT_NE(mp, nullptr);
     send_ipv6_cksum0(f.a->port(0).id(), mp, 64);
-    ASSERT_TRUE(f.a->start().ok());
-    ASSERT_TRUE(f.b->start().ok());
-    ASSERT_TRUE(f.wait_done(std::chrono::seconds(60)))
-        << f.writer.done.load() << " of " << f.writer.messages << " done";
-    EXPECT_EQ(f.writer.failed.load(), 0u);
-    EXPECT_EQ(f.dst, f.src);
+    ASSERT_NO_FATAL_FAILURE(f.run_verified());
     f.a->stop();
     f.b->stop();
     const WorkerSnapshot ta = f.a->totals(), tb = f.b->totals();
@@ -356,12 +361,7 @@ TEST(Dataplane, PortCutMidTransferCompletesOnTheOtherPlane) {
 TEST(Dataplane, AdaptiveWorkersMoveEveryByteThenSleep) {
     Fixture f("ad", 2, 64, 60000, [](DataplaneConfig &c) { c.idle = IdleMode::kAdaptive; });
     ASSERT_TRUE(f.a && f.b);
-    ASSERT_TRUE(f.a->start().ok());
-    ASSERT_TRUE(f.b->start().ok());
-    ASSERT_TRUE(f.wait_done(std::chrono::seconds(60)))
-        << f.writer.done.load() << " of " << f.writer.messages << " done";
-    EXPECT_EQ(f.writer.failed.load(), 0u);
-    EXPECT_EQ(f.dst, f.src);
+    ASSERT_NO_FATAL_FAILURE(f.run_verified());
     // Every worker of both sides goes to sleep (ports without interrupts:
     // it wakes by its poll quantum).
     for (Dataplane *d : {f.a.get(), f.b.get()})
