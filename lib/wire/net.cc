@@ -35,12 +35,19 @@ uint64_t ipv6_udp_pseudo_partial(const Ipv6Hdr &ip, size_t udp_bytes) {
     return csum_add(0, ph, sizeof ph);
 }
 
-uint16_t ipv6_udp_checksum(const Ipv6Hdr &ip, const UdpHdr *udp, size_t udp_bytes) {
-    uint64_t sum = ipv6_udp_pseudo_partial(ip, udp_bytes);
+namespace {
+// A pseudo-header sum continued over the UDP header (its checksum field
+// taken as zero) and payload, finished (0 sent as 0xffff).
+uint16_t udp_checksum_over(uint64_t sum, const UdpHdr *udp, size_t udp_bytes) {
     const auto *u = reinterpret_cast<const uint8_t *>(udp);
     sum = csum_add(sum, u, offsetof(UdpHdr, checksum));
     sum = csum_add(sum, u + sizeof(UdpHdr), udp_bytes - sizeof(UdpHdr));
     return udp_checksum_finish(sum);
+}
+}  // namespace
+
+uint16_t ipv6_udp_checksum(const Ipv6Hdr &ip, const UdpHdr *udp, size_t udp_bytes) {
+    return udp_checksum_over(ipv6_udp_pseudo_partial(ip, udp_bytes), udp, udp_bytes);
 }
 
 uint64_t ipv4_udp_pseudo_partial(const Ipv4Hdr &ip, size_t udp_bytes) {
@@ -52,12 +59,7 @@ uint16_t ipv4_udp_pseudo_sum(const Ipv4Hdr &ip, uint16_t udp_bytes) {
 }
 
 uint16_t ipv4_udp_checksum(const Ipv4Hdr &ip, const UdpHdr *udp, size_t udp_bytes) {
-    uint64_t sum = pseudo_header_sum(ip, udp_bytes);
-    const auto *u = reinterpret_cast<const uint8_t *>(udp);
-    sum = csum_add(sum, u, offsetof(UdpHdr, checksum));
-    sum = csum_add(sum, u + sizeof(UdpHdr), udp_bytes - sizeof(UdpHdr));
-    const auto c = static_cast<uint16_t>(~csum_fold(sum));
-    return c == 0 ? 0xffff : c;
+    return udp_checksum_over(pseudo_header_sum(ip, udp_bytes), udp, udp_bytes);
 }
 
 void write_eth_ipv4_udp(uint8_t *frame, const UdpFrameSpec &spec, uint16_t payload_bytes) {
