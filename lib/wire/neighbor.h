@@ -35,6 +35,33 @@ struct Route {
     uint32_t next_hop(uint32_t dst) const { return on_link(dst) ? dst : gateway; }
 };
 
+// The same for an IPv6 plane: its address, prefix (0-128) and gateway
+// (the unspecified address: none). Link-local destinations (fe80::/10)
+// are always on-link.
+struct Route6 {
+    Ipv6Addr ip{};
+    int16_t prefix_len = -1;  // 0-128, or -1: none given
+    Ipv6Addr gateway{};
+
+    bool has_gateway() const { return !(gateway == Ipv6Addr{}); }
+    bool on_link(const Ipv6Addr &dst) const {
+        if (prefix_len < 0 || (dst.b[0] == 0xfe && (dst.b[1] & 0xc0) == 0x80)) return true;
+        const int full = prefix_len / 8, rest = prefix_len % 8;
+        for (int i = 0; i < full; ++i)
+            if (dst.b[i] != ip.b[i]) return false;
+        if (rest == 0) return true;
+        const auto mask = static_cast<uint8_t>(0xff << (8 - rest));
+        return (dst.b[full] & mask) == (ip.b[full] & mask);
+    }
+    // `dst` on-link, else the gateway; nullopt when `dst` is off-link and
+    // there is no gateway.
+    std::optional<Ipv6Addr> next_hop(const Ipv6Addr &dst) const {
+        if (on_link(dst)) return dst;
+        if (!has_gateway()) return std::nullopt;
+        return gateway;
+    }
+};
+
 // "a.b.c.d" or "a.b.c.d/len" (0-32) into ip / prefix_len; nullopt when
 // malformed.
 std::optional<Route> parse_ipv4_prefix(const char *s, size_t n);

@@ -79,6 +79,13 @@ struct Ipv6Addr {
 };
 static_assert(sizeof(Ipv6Addr) == 16);
 
+inline bool ipv6_is_multicast(const Ipv6Addr &a) {
+    return a.b[0] == 0xff;
+}
+inline bool ipv6_is_unspecified(const Ipv6Addr &a) {
+    return a == Ipv6Addr{};
+}
+
 struct Ipv6Hdr {
     be32 vtc_flow;        // version 6 (4 bits), traffic class (8: DSCP and ECN), flow label (20)
     be16 payload_length;  // bytes after this header, extension headers included

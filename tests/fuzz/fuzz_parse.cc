@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "wire/cm.h"
@@ -70,6 +71,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                          ip, out.data(), uint32_t(out.size()), &n, &from);
         if (h == HostAnswer::kArpReply && n != kArpFrameBytes) abort();
         if (h == HostAnswer::kEchoReply && (n > size || n > out.size())) abort();
+    }
+    // The same over IPv6 (neighbour discovery, ICMPv6 echo): as the owner
+    // of a solicitation's target (at 62) and of the destination (at 38).
+    for (size_t at : {size_t(62), size_t(38)}) {
+        Ipv6Addr ip6{};
+        if (size >= at + 16) std::memcpy(ip6.b, data + at, 16);
+        std::vector<uint8_t> out(kMaxHostAnswerBytes);
+        uint32_t n = 0;
+        NdFrom from;
+        const HostAnswer h = answer_host6(f.data(), uint32_t(f.size()), MacAddr{{2, 0, 0, 0, 0, 9}},
+                                          ip6, out.data(), uint32_t(out.size()), &n, &from);
+        if (h == HostAnswer::kNdAdvert && n != kNdFrameBytes) abort();
+        if (h == HostAnswer::kEchoReply && (n > size || n > out.size())) abort();
+        if (h != HostAnswer::kNdAdvert && h != HostAnswer::kEchoReply && n != 0) abort();
+        if (from.valid && (from.mac.b[0] & 1)) abort();  // never a multicast neighbour
     }
     if (size < 4096) {
         std::vector<uint8_t> t(f);

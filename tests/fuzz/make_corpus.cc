@@ -101,6 +101,14 @@ int main(int argc, char **argv) {
         ip6->next_header = kIpv6DestOpts;
         ip6->payload_length.set(uint16_t(ip6->payload_length.get() + 8));
         frames.push_back(x6);
+        // IPv6 neighbour discovery: a solicitation for the receiver's
+        // address (its target at byte 62, where fuzz_parse takes its own
+        // address from) and an unsolicited advert.
+        std::vector<uint8_t> ns(kNdFrameBytes), na(kNdFrameBytes);
+        write_nd_solicit(ns.data(), MacAddr{{2, 0, 0, 0, 0, 1}}, s6.src_ip, s6.dst_ip);
+        frames.push_back(ns);
+        write_nd_announce(na.data(), MacAddr{{2, 0, 0, 0, 0, 1}}, s6.src_ip);
+        frames.push_back(na);
         for (size_t i = 0; i < frames.size(); ++i)
             save(dir + "/frame" + std::to_string(i), frames[i]);
         return 0;
