@@ -14,11 +14,13 @@ namespace mrc::dp {
     X(loops, "iterations of the worker's poll loop")                                              \
     X(rx_packets, "frames received from the ports")                                               \
     X(rx_bytes, "bytes received from the ports")                                                  \
-    X(rx_stray, "frames neither MRC nor ARP / ICMP echo for the plane's address (dropped)")       \
+    X(rx_stray, "frames neither MRC nor ARP / ND / ICMP echo for the plane's address (dropped)")  \
     X(rx_arp, "ARP frames received (a request for the plane's address is answered)")              \
     X(tx_arp, "ARP frames sent: replies for the plane's address, announcements at start")         \
-    X(tx_echo_replies, "ICMP echo replies sent (a ping of the plane's address)")                  \
-    X(rx_host_malformed, "ARP or ICMP frames for this host that do not parse (dropped)")          \
+    X(rx_nd, "IPv6 neighbour solicitations and adverts received (valid ones)")                    \
+    X(tx_nd, "IPv6 neighbour adverts sent: answers for the plane's address, announcements")      \
+    X(tx_echo_replies, "ICMP and ICMPv6 echo replies sent (a ping of the plane's address)")       \
+    X(rx_host_malformed, "ARP, ICMP or ICMPv6 frames for this host that do not parse (dropped)")  \
     X(rx_truncated, "frames shorter than their IP or UDP length fields say (dropped)")            \
     X(rx_bad_cksum,                                                                               \
       "frames with a bad IPv4 or UDP checksum, or UDP checksum 0 over IPv6 (dropped)")            \
@@ -35,6 +37,7 @@ namespace mrc::dp {
     X(tx_backpressure,                                                                            \
       "TX rounds not started because every port's queue was full (the core is not asked)")        \
     X(tx_nombuf, "transmit attempts that found the mbuf pool empty")                              \
+    X(tx_oversize, "frames longer than the port's MTU allows (dropped, not left to block a queue)") \
     X(tx_port_down, "frames dropped because their port was cut or stopped")                       \
     X(idle_sleeps, "times the worker slept after a run of empty polls (idle-friendly mode)")      \
     X(idle_yields, "times the worker yielded its CPU after a run of empty polls (yield mode)")    \

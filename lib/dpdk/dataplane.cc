@@ -27,9 +27,13 @@ namespace mrc::dp {
 Dataplane::Dataplane(const DataplaneConfig &cfg) : cfg_(cfg) {}
 
 uint32_t Dataplane::max_payload_bytes() const {
-    // IP MTU minus IPv4, UDP and the largest MRC data headers (the
-    // dataplane's planes are IPv4: kMaxHdrBytes is IPv6's).
-    const uint32_t hdrs = uint32_t(wire::kDataImmHdrBytes - sizeof(wire::EthHdr));
+    // IP MTU minus IPv4 (or, when any plane is IPv6, IPv6's 20 bytes more),
+    // UDP and the largest MRC data headers: a QP's payload fits every plane.
+    bool v6 = false;
+    for (const wire::Ipv6Addr &a : cfg_.plane_ipv6)
+        v6 = v6 || !wire::ipv6_is_unspecified(a);
+    const uint32_t hdrs = uint32_t(wire::kDataImmHdrBytes - sizeof(wire::EthHdr)) +
+                          (v6 ? uint32_t(wire::kIpv6ExtraBytes) : 0);
     return cfg_.mtu_bytes > hdrs ? cfg_.mtu_bytes - hdrs : 0;
 }
 
@@ -217,11 +221,56 @@ Result<void> Dataplane::launch() {
 
 Result<wire::MacAddr> Dataplane::resolve_before_start(uint8_t plane, uint32_t ip,
                                                       uint32_t timeout_ms, uint64_t *dropped) {
-    if (launched_) return Error{"the dataplane is running: its workers resolve next hops"};
     if (plane >= planes()) return Error{fmt::format("no plane {}", plane)};
+    const uint32_t me = plane < cfg_.plane_ipv4.size() ? cfg_.plane_ipv4[plane] : 0;
+    const wire::MacAddr mine = ports_[plane]->mac();
+    uint8_t request[wire::kArpFrameBytes];
+    const uint32_t request_len = wire::write_arp_request(request, mine, me, ip);
+    const std::string why =
+        fmt::format("{} did not answer ARP within {} ms", wire::ipv4_string(ip), timeout_ms);
+    return resolve_with(plane, request, request_len, timeout_ms, dropped, why,
+                          [&](const uint8_t *f, uint32_t len, uint8_t *out, uint32_t cap,
+                              uint32_t *out_len, wire::MacAddr *mac) {
+                              if (!wire::is_arp(f, len)) return false;
+                              wire::ArpFrom from;
+                              wire::answer_host(f, len, mine, me, out, cap, out_len, &from);
+                              if (from.ip != ip || from.mac == wire::MacAddr{}) return false;
+                              *mac = from.mac;
+                              return true;
+                          });
+}
+
+Result<wire::MacAddr> Dataplane::resolve_before_start(uint8_t plane, const wire::Ipv6Addr &ip,
+                                                      uint32_t timeout_ms, uint64_t *dropped) {
+    if (plane >= planes()) return Error{fmt::format("no plane {}", plane)};
+    const wire::Ipv6Addr me = plane_ipv6(plane);
+    if (wire::ipv6_is_unspecified(me))
+        return Error{fmt::format("plane {} has no IPv6 address to solicit from", plane)};
+    const wire::MacAddr mine = ports_[plane]->mac();
+    uint8_t request[wire::kNdFrameBytes];
+    const uint32_t request_len = wire::write_nd_solicit(request, mine, me, ip);
+    const std::string why = fmt::format("{} did not answer neighbour solicitations within {} ms",
+                                        wire::ipv6_string(ip), timeout_ms);
+    return resolve_with(plane, request, request_len, timeout_ms, dropped, why,
+                          [&](const uint8_t *f, uint32_t len, uint8_t *out, uint32_t cap,
+                              uint32_t *out_len, wire::MacAddr *mac) {
+                              wire::NdFrom from;
+                              wire::answer_host6(f, len, mine, me, out, cap, out_len, &from);
+                              // The advert for `ip` (a solicitation from it
+                              // names its MAC as well).
+                              if (!from.valid || !(from.ip == ip)) return false;
+                              *mac = from.mac;
+                              return true;
+                          });
+}
+
+Result<wire::MacAddr> Dataplane::resolve_with(uint8_t plane, const uint8_t *request,
+                                              uint32_t request_len, uint32_t timeout_ms,
+                                              uint64_t *dropped, const std::string &timeout_why,
+                                              const ResolveLook &look) {
+    if (launched_) return Error{"the dataplane is running: its workers resolve next hops"};
     drivers::Port &port = *ports_[plane];
     if (port.af_xdp()) return Error{"an AF_XDP port: the kernel resolves its next hops"};
-    const uint32_t me = plane < cfg_.plane_ipv4.size() ? cfg_.plane_ipv4[plane] : 0;
     if (!port.wait_link_up(cfg_.link_wait_ms).up)
         return Error{fmt::format("plane {}: link down", plane)};
     const auto send = [&](const uint8_t *frame, uint32_t len) {
@@ -238,8 +287,6 @@ Result<wire::MacAddr> Dataplane::resolve_before_start(uint8_t plane, uint32_t ip
     using Clock = std::chrono::steady_clock;
     const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     auto next_request = Clock::now();
-    uint8_t request[wire::kArpFrameBytes];
-    const uint32_t request_len = wire::write_arp_request(request, port.mac(), me, ip);
     std::vector<uint8_t> answer(wire::kMaxHostAnswerBytes);
     while (Clock::now() < deadline) {
         if (Clock::now() >= next_request) {
@@ -256,17 +303,14 @@ Result<wire::MacAddr> Dataplane::resolve_before_start(uint8_t plane, uint32_t ip
                 const auto *f = rte_pktmbuf_mtod(m, const uint8_t *);
                 const uint32_t len = rte_pktmbuf_data_len(m);
                 uint32_t out_len = 0;
-                wire::ArpFrom from;
-                const wire::HostAnswer a =
-                    wire::is_arp(f, len)
-                        ? wire::answer_host(f, len, port.mac(), me, answer.data(),
-                                            uint32_t(answer.size()), &out_len, &from)
-                        : wire::HostAnswer::kNone;
-                if (a == wire::HostAnswer::kArpReply) send(answer.data(), out_len);
-                if (from.ip == ip && !(from.mac == wire::MacAddr{})) {
+                wire::MacAddr found{};
+                const bool hit =
+                    look(f, len, answer.data(), uint32_t(answer.size()), &out_len, &found);
+                if (out_len) send(answer.data(), out_len);
+                if (hit) {
                     got = true;
-                    mac = from.mac;
-                } else if (a == wire::HostAnswer::kNone && dropped) {
+                    mac = found;
+                } else if (out_len == 0 && dropped) {
                     ++*dropped;
                 }
                 rte_pktmbuf_free(m);
@@ -275,8 +319,7 @@ Result<wire::MacAddr> Dataplane::resolve_before_start(uint8_t plane, uint32_t ip
         if (got) return mac;
         sleep_for_steady(std::chrono::milliseconds(1));
     }
-    return Error{
-        fmt::format("{} did not answer ARP within {} ms", wire::ipv4_string(ip), timeout_ms)};
+    return Error{timeout_why};
 }
 
 void Dataplane::stop() {

@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -74,6 +75,13 @@ struct DataplaneConfig {
     // share their interface with the kernel (AF_XDP): only MRC packets to
     // that address are taken from the kernel. Empty: any address.
     std::vector<uint32_t> plane_ipv4;
+    // This host's IPv6 address on each plane (the unspecified address or
+    // no entry: none): neighbour solicitations for it and pings of it are
+    // answered on DPDK-owned ports, and it is announced at start. Give it
+    // for every IPv6 plane: max_payload_bytes() leaves room for IPv6's
+    // longer header only when a plane has one (a frame over the MTU is
+    // dropped and counted, tx_oversize).
+    std::vector<wire::Ipv6Addr> plane_ipv6;
     // UDP checksums: computed on transmit (offloaded where the port can)
     // and checked on receive. Off: sent as 0 ("none", legal for IPv4 UDP)
     // and not checked; the IPv4 header checksum is always checked.
@@ -264,6 +272,7 @@ class Worker {
     TxPacket tx_out_[64];            // poll_tx's output, reused (not rebuilt every call)
     std::vector<rte_mbuf *> stash_;  // pre-allocated mbufs for the next poll_tx
     uint8_t port_enabled_ = 0;       // ports this worker still polls (not cut)
+    uint32_t max_frame_ = UINT32_MAX;  // the MTU's frame: Ethernet header + mtu_bytes
     uint8_t link_mask_ = 0;
     uint64_t table_gen_applied_ = 0;
     uint64_t next_tick_ns_ = 0;
@@ -354,6 +363,16 @@ class Dataplane {
     // then is dropped and counted in *dropped (its senders retransmit).
     Result<wire::MacAddr> resolve_before_start(uint8_t plane, uint32_t ip, uint32_t timeout_ms,
                                                uint64_t *dropped);
+    // The same over IPv6: neighbour solicitations for `ip` (RFC 4861) from
+    // the plane's IPv6 address, until an advert for it names its MAC;
+    // solicitations for the plane's address are answered meanwhile.
+    Result<wire::MacAddr> resolve_before_start(uint8_t plane, const wire::Ipv6Addr &ip,
+                                               uint32_t timeout_ms, uint64_t *dropped);
+    // The plane's IPv6 address (DataplaneConfig::plane_ipv6), or the
+    // unspecified address.
+    wire::Ipv6Addr plane_ipv6(uint8_t plane) const {
+        return plane < cfg_.plane_ipv6.size() ? cfg_.plane_ipv6[plane] : wire::Ipv6Addr{};
+    }
     // Asks workers and the control thread to finish, and waits for them.
     void stop();
     bool running() const { return running_.load(std::memory_order_acquire); }
@@ -397,6 +416,15 @@ class Dataplane {
     void control_loop();
     void publish_table();
     uint8_t read_links();
+    // resolve_before_start's loop: sends `request` every 100 ms; `look`
+    // answers each frame that arrives (an answer to send in `out`, *out_len
+    // bytes) and says whether it names the MAC looked for; `timeout_why` is
+    // the error when nothing does in time.
+    using ResolveLook = std::function<bool(const uint8_t *frame, uint32_t len, uint8_t *out,
+                                           uint32_t cap, uint32_t *out_len, wire::MacAddr *mac)>;
+    Result<wire::MacAddr> resolve_with(uint8_t plane, const uint8_t *request, uint32_t request_len,
+                                       uint32_t timeout_ms, uint64_t *dropped,
+                                       const std::string &timeout_why, const ResolveLook &look);
 
     DataplaneConfig cfg_;
     TscClock clock_;

@@ -154,6 +154,7 @@ int Worker::run() {
     const DataplaneConfig &cfg = dp_->cfg_;
     const uint8_t planes = dp_->planes();
     port_enabled_ = static_cast<uint8_t>((1u << planes) - 1);
+    max_frame_ = uint32_t(RTE_ETHER_HDR_LEN) + cfg.mtu_bytes;
     link_mask_ = ep_->link_up_mask();
     uint64_t now = clock_->now_ns();
     if (cfg.idle == IdleMode::kAdaptive) {
@@ -447,22 +448,29 @@ void Worker::deliver(const uint8_t *f, uint32_t len, uint32_t qpn, uint8_t plane
     ep_->on_packet(f, len, nullptr, 0, plane, now_ns);
 }
 
-// A frame that is not MRC: ARP and ICMP echo for the plane's own address
-// are answered (wire/host.h), so that neighbours can reach a DPDK-owned
-// port; the rest is stray. Not on AF_XDP ports: their address is the
-// kernel's, and only MRC frames are steered to the socket.
+// A frame that is not MRC: ARP, IPv6 neighbour discovery and ICMP echo
+// for the plane's own addresses are answered (wire/host.h), so that
+// neighbours can reach a DPDK-owned port; the rest is stray. Not on AF_XDP
+// ports: their address is the kernel's, and only MRC frames are steered to
+// the socket.
 void Worker::host_frame(uint8_t plane, const uint8_t *f, uint32_t len, uint64_t now_ns) {
     const std::vector<uint32_t> &ips = dp_->cfg_.plane_ipv4;
     const drivers::Port &port = *dp_->ports_[plane];
-    if (plane >= ips.size() || ips[plane] == 0 || port.af_xdp()) {
+    const bool v6 = len >= sizeof(wire::EthHdr) && f[12] == (wire::kEtherTypeIpv6 >> 8) &&
+                    f[13] == (wire::kEtherTypeIpv6 & 0xff);
+    const wire::Ipv6Addr ip6 = dp_->plane_ipv6(plane);
+    const bool mine = v6 ? !wire::ipv6_is_unspecified(ip6) : plane < ips.size() && ips[plane];
+    if (!mine || port.af_xdp()) {
         ++ctr_.rx_stray;
         return;
     }
     uint8_t out[wire::kMaxHostAnswerBytes];
     uint32_t n = 0;
     wire::ArpFrom from;
+    wire::NdFrom from6;
     const wire::HostAnswer a =
-        wire::answer_host(f, len, port.mac(), ips[plane], out, sizeof out, &n, &from);
+        v6 ? wire::answer_host6(f, len, port.mac(), ip6, out, sizeof out, &n, &from6)
+           : wire::answer_host(f, len, port.mac(), ips[plane], out, sizeof out, &n, &from);
     if (wire::is_arp(f, len)) ++ctr_.rx_arp;
     switch (a) {
         case wire::HostAnswer::kArpReply:
@@ -477,6 +485,16 @@ void Worker::host_frame(uint8_t plane, const uint8_t *f, uint32_t len, uint64_t 
             break;
         case wire::HostAnswer::kArpLearned:
             if (app_) app_->on_arp_frame(*this, f, len, plane, now_ns);
+            break;
+        case wire::HostAnswer::kNdAdvert:
+            ++ctr_.rx_nd;
+            if (send_raw(plane, out, n)) ++ctr_.tx_nd;
+            break;
+        case wire::HostAnswer::kNdLearned:
+            // Nobody keeps an IPv6 neighbour table on the workers yet: mrc-gen
+            // resolves its gateways before it starts (Dataplane::
+            // resolve_before_start), mrcd runs IPv4 only.
+            ++ctr_.rx_nd;
             break;
         case wire::HostAnswer::kNone:
             ++ctr_.rx_stray;
@@ -515,6 +533,11 @@ rte_mbuf *Worker::frame_mbuf(uint8_t plane, const uint8_t *frame, uint32_t len, 
 }
 
 void Worker::queue_frame(uint8_t plane, rte_mbuf *m) {
+    if (m->pkt_len > max_frame_) {
+        ++ctr_.tx_oversize;
+        rte_pktmbuf_free(m);
+        return;
+    }
     TxQueue &q = txq_[plane];
     q.m[q.n++] = m;
     ctr_.tx_bytes += m->pkt_len;
@@ -528,16 +551,23 @@ bool Worker::send_raw(uint8_t plane, const uint8_t *frame, uint32_t len) {
     return true;
 }
 
-// At start, worker 0 announces each plane's address (a gratuitous ARP), so
-// neighbours that knew another MAC for it learn this one.
+// At start, worker 0 announces each plane's address (a gratuitous ARP, an
+// unsolicited neighbour advert over IPv6), so neighbours that knew another
+// MAC for it learn this one.
 void Worker::announce_addresses() {
     const std::vector<uint32_t> &ips = dp_->cfg_.plane_ipv4;
-    for (uint8_t p = 0; p < dp_->planes() && p < ips.size(); ++p) {
+    for (uint8_t p = 0; p < dp_->planes(); ++p) {
         const drivers::Port &port = *dp_->ports_[p];
-        if (ips[p] == 0 || port.af_xdp() || !(port_enabled_ & (1u << p))) continue;
-        uint8_t out[wire::kArpFrameBytes];
-        const uint32_t n = wire::write_arp_request(out, port.mac(), ips[p], ips[p]);
-        if (send_raw(p, out, n)) ++ctr_.tx_arp;
+        if (port.af_xdp() || !(port_enabled_ & (1u << p))) continue;
+        uint8_t out[wire::kNdFrameBytes];
+        if (p < ips.size() && ips[p] != 0) {
+            const uint32_t n = wire::write_arp_request(out, port.mac(), ips[p], ips[p]);
+            if (send_raw(p, out, n)) ++ctr_.tx_arp;
+        }
+        if (const wire::Ipv6Addr ip6 = dp_->plane_ipv6(p); !wire::ipv6_is_unspecified(ip6)) {
+            const uint32_t n = wire::write_nd_announce(out, port.mac(), ip6);
+            if (send_raw(p, out, n)) ++ctr_.tx_nd;
+        }
     }
 }
 
@@ -707,6 +737,13 @@ uint32_t Worker::tx(uint64_t now_ns) {
             TxQueue &q = txq_[p];
             if (q.n == kTxQueueCap) {
                 ++ctr_.tx_full;
+                rte_pktmbuf_free(m);
+                continue;
+            }
+            // A PMD refuses a frame over its MTU and stops its burst there
+            // (net_tap does): left in the queue it would block the plane.
+            if (m->pkt_len > max_frame_) {
+                ++ctr_.tx_oversize;
                 rte_pktmbuf_free(m);
                 continue;
             }
