@@ -78,6 +78,8 @@ void Generator::setup_dataplane() {
     dc.mtu_bytes = o_.mtu;
     dc.mrc_port = o_.mrc_port;
     dc.plane_ipv4 = local_ips(static_cast<uint8_t>(dc.ports.size()));
+    for (const auto &a : local_ip6s(static_cast<uint8_t>(dc.ports.size())))
+        dc.plane_ipv6.push_back(a.value_or(wire::Ipv6Addr{}));
     dc.udp_checksum = !o_.no_udp_cksum;
     dc.ecn_full_bursts = o_.ecn_full_bursts;
     dc.zero_copy_tx = o_.zero_copy;
@@ -228,7 +230,8 @@ void Generator::connect_qps(const Side &peer) {
 // AF_XDP port, the next hop of the kernel's route to the peer (the peer's
 // port when it is on the link, else the gateway, whose MAC the kernel's
 // neighbour table has or is made to resolve); on a DPDK-owned port, the
-// peer's port (same segment).
+// peer's port when it is on the plane's subnet (or no prefix was given),
+// else --gateway's, resolved by ARP or IPv6 neighbour discovery.
 std::vector<wire::MacAddr> Generator::next_hop_macs(const Side &peer) {
     if (!peer_macs_override_.empty()) return peer_macs_override_;
     std::vector<wire::MacAddr> macs(planes_);
@@ -236,14 +239,35 @@ std::vector<wire::MacAddr> Generator::next_hop_macs(const Side &peer) {
     for (uint8_t p = 0; p < planes_; ++p) {
         macs[p] = *wire::parse_mac(peer.macs[p]);  // side_from checked them
         const auto x = dp_->port(p).xdp_info();
-        if (local_ip6_[p]) {
-            // IPv6: the peer's port, on the same segment (no neighbour
-            // discovery, no gateway yet; plane_routes refused --gateway).
+        if (routes6_[p]) {
+            // IPv6: the peer's port when it is on the link, else the
+            // gateway, whose MAC neighbour discovery finds.
             if (x)
                 die(
                     fmt::format("plane {}: IPv6 over AF_XDP ({}) is not done yet: the kernel's "
                                 "IPv6 routes and neighbours are not read (issue 20)",
                                 p, x->iface));
+            const wire::Route6 &r = *routes6_[p];
+            const wire::Ipv6Addr dst = *wire::parse_ipv6(peer.ip6[p]);  // side_from checked it
+            const auto nh = r.next_hop(dst);
+            if (!nh)
+                die(
+                    fmt::format("plane {}: the peer's {} is off the subnet {}/{} and there is "
+                                "no --gateway",
+                                p, peer.ip6[p], wire::ipv6_string(r.ip), r.prefix_len));
+            if (*nh == dst) continue;  // on the link: the peer's own port
+            uint64_t dropped = 0;
+            const auto mac = dp_->resolve_before_start(p, *nh, 3000, &dropped);
+            if (!mac)
+                die(fmt::format("plane {}: the gateway {} to {}: {}", p, wire::ipv6_string(*nh),
+                                peer.ip6[p], mac.error().message));
+            macs[p] = *mac;
+            std::printf("plane %u: %s through gateway %s (%s, by neighbour discovery)\n",
+                        unsigned(p), peer.ip6[p].c_str(), wire::ipv6_string(*nh).c_str(),
+                        wire::mac_string(*mac).c_str());
+            if (dropped)
+                std::printf("plane %u: %llu frames that came in while resolving were dropped\n",
+                            unsigned(p), static_cast<unsigned long long>(dropped));
             continue;
         }
         if (!x) {
@@ -327,33 +351,38 @@ std::vector<wire::MacAddr> Generator::next_hop_macs(const Side &peer) {
 
 namespace {
 // "ADDR" or "ADDR/LEN" (LEN 0-128) in IPv6 text; nullopt when it is not.
-std::optional<wire::Ipv6Addr> parse_ipv6_prefix(std::string_view s) {
+std::optional<wire::Route6> parse_ipv6_prefix(std::string_view s) {
+    wire::Route6 r;
     const size_t slash = s.find('/');
     if (slash != std::string_view::npos) {
         const std::string_view len = s.substr(slash + 1);
         unsigned v = 0;
-        const auto r = std::from_chars(len.data(), len.data() + len.size(), v);
-        if (len.empty() || r.ec != std::errc() || r.ptr != len.data() + len.size() || v > 128)
+        const auto res = std::from_chars(len.data(), len.data() + len.size(), v);
+        if (len.empty() || res.ec != std::errc() || res.ptr != len.data() + len.size() || v > 128)
             return std::nullopt;
+        r.prefix_len = static_cast<int16_t>(v);
         s = s.substr(0, slash);
     }
-    return wire::parse_ipv6(s);
+    const auto a = wire::parse_ipv6(s);
+    if (!a) return std::nullopt;
+    r.ip = *a;
+    return r;
 }
 bool is_ipv6_text(std::string_view s) {
     return s.find(':') != std::string_view::npos;
 }
+// A --gateway entry: "none", an IPv4 or an IPv6 address.
+struct Gateway {
+    uint32_t ip = 0;
+    std::optional<wire::Ipv6Addr> ip6;
+};
 }  // namespace
 
 std::vector<std::optional<wire::Ipv6Addr>> Generator::local_ip6s(uint8_t planes) const {
-    if (o_.local_ip.empty()) return std::vector<std::optional<wire::Ipv6Addr>>(planes);
-    return per_plane<std::optional<wire::Ipv6Addr>>(
-        o_.local_ip, planes, "--local-ip",
-        [](std::string_view s) -> std::optional<std::optional<wire::Ipv6Addr>> {
-            if (!is_ipv6_text(s)) return std::optional<wire::Ipv6Addr>();
-            const auto a = parse_ipv6_prefix(s);
-            if (!a) return std::nullopt;
-            return a;
-        });
+    std::vector<std::optional<wire::Ipv6Addr>> out;
+    for (const auto &r : plane_routes6(planes))
+        out.push_back(r ? std::optional(r->ip) : std::nullopt);
+    return out;
 }
 
 std::vector<uint32_t> Generator::local_ips(uint8_t planes) const {
@@ -362,6 +391,26 @@ std::vector<uint32_t> Generator::local_ips(uint8_t planes) const {
         ips.push_back(r.ip);
     return ips;
 }
+
+namespace {
+std::vector<Gateway> gateways(const std::vector<std::string> &flag, uint8_t planes) {
+    if (flag.empty()) return std::vector<Gateway>(planes);
+    return per_plane<Gateway>(flag, planes, "--gateway",
+                              [](std::string_view s) -> std::optional<Gateway> {
+                                  if (s == "none") return Gateway{};
+                                  if (is_ipv6_text(s)) {
+                                      const auto a = wire::parse_ipv6(s);
+                                      if (!a || wire::ipv6_is_unspecified(*a) ||
+                                          wire::ipv6_is_multicast(*a))
+                                          return std::nullopt;
+                                      return Gateway{0, a};
+                                  }
+                                  const auto a = wire::parse_ipv4(s);
+                                  if (!a) return std::nullopt;
+                                  return Gateway{*a, std::nullopt};
+                              });
+}
+}  // namespace
 
 // --local-ip (with its prefixes) and --gateway, per plane.
 std::vector<wire::Route> Generator::plane_routes(uint8_t planes) const {
@@ -375,22 +424,16 @@ std::vector<wire::Route> Generator::plane_routes(uint8_t planes) const {
                 return parse_ipv6_prefix(s) ? std::optional(wire::Route{}) : std::nullopt;
             return wire::parse_ipv4_prefix(s.data(), s.size());
         });
-    if (o_.gateway.empty()) return routes;
-    const auto v6 = local_ip6s(planes);
-    const auto gws = per_plane<uint32_t>(o_.gateway, planes, "--gateway",
-                                         [](std::string_view s) -> std::optional<uint32_t> {
-                                             if (s == "none") return 0u;
-                                             return wire::parse_ipv4(s);
-                                         });
+    const auto gws = gateways(o_.gateway, planes);
+    const auto v6 = plane_routes6(planes);
     for (uint8_t p = 0; p < planes; ++p) {
         wire::Route &r = routes[p];
-        r.gateway = gws[p];
+        if (v6[p]) continue;  // plane_routes6 checked its gateway
+        if (gws[p].ip6)
+            die(fmt::format("--gateway {}: plane {} is IPv4 ({}): give an IPv4 gateway",
+                            wire::ipv6_string(*gws[p].ip6), p, wire::ipv4_string(r.ip)));
+        r.gateway = gws[p].ip;
         if (r.gateway == 0) continue;
-        if (v6[p])
-            die(
-                fmt::format("--gateway: plane {} is IPv6, and gateways over IPv6 (neighbour "
-                            "discovery) are not done yet (issue 20): give none for it",
-                            p));
         if (r.prefix_len < 0)
             die(fmt::format(
                 "--gateway: plane {} needs its prefix in --local-ip (for example {}/24)", p,
@@ -398,6 +441,39 @@ std::vector<wire::Route> Generator::plane_routes(uint8_t planes) const {
         if (!r.on_link(r.gateway) || r.gateway == r.ip)
             die(fmt::format("--gateway {}: not on plane {}'s subnet {}/{}",
                             wire::ipv4_string(r.gateway), p, wire::ipv4_string(r.ip),
+                            r.prefix_len));
+    }
+    return routes;
+}
+
+// The IPv6 planes' addresses, prefixes and gateways (nullopt: an IPv4 plane).
+std::vector<std::optional<wire::Route6>> Generator::plane_routes6(uint8_t planes) const {
+    std::vector<std::optional<wire::Route6>> routes(planes);
+    if (o_.local_ip.empty()) return routes;
+    routes = per_plane<std::optional<wire::Route6>>(
+        o_.local_ip, planes, "--local-ip",
+        [](std::string_view s) -> std::optional<std::optional<wire::Route6>> {
+            if (!is_ipv6_text(s)) return std::optional<wire::Route6>();
+            const auto r = parse_ipv6_prefix(s);
+            if (!r) return std::nullopt;
+            return r;
+        });
+    const auto gws = gateways(o_.gateway, planes);
+    for (uint8_t p = 0; p < planes; ++p) {
+        if (!routes[p]) continue;
+        wire::Route6 &r = *routes[p];
+        if (gws[p].ip)
+            die(fmt::format("--gateway {}: plane {} is IPv6 ({}): give an IPv6 gateway",
+                            wire::ipv4_string(gws[p].ip), p, wire::ipv6_string(r.ip)));
+        if (!gws[p].ip6) continue;
+        r.gateway = *gws[p].ip6;
+        if (r.prefix_len < 0)
+            die(fmt::format(
+                "--gateway: plane {} needs its prefix in --local-ip (for example {}/64)", p,
+                wire::ipv6_string(r.ip)));
+        if (!r.on_link(r.gateway) || r.gateway == r.ip)
+            die(fmt::format("--gateway {}: not on plane {}'s subnet {}/{}",
+                            wire::ipv6_string(r.gateway), p, wire::ipv6_string(r.ip),
                             r.prefix_len));
     }
     return routes;
@@ -469,6 +545,7 @@ void Generator::run() {
     slots_ = 2 * std::max<uint32_t>(o_.depth, 1);
     setup_dataplane();
     routes_ = plane_routes(planes_);
+    routes6_ = plane_routes6(planes_);
     local_ips_ = local_ips(planes_);
     local_ip6_ = local_ip6s(planes_);
     const auto dscp = [](std::string_view s) -> std::optional<uint8_t> {

@@ -154,6 +154,7 @@ class Generator {
     // --local-ip's IPv6 addresses, per plane (nullopt: an IPv4 plane).
     std::vector<std::optional<wire::Ipv6Addr>> local_ip6s(uint8_t planes) const;
     std::vector<wire::Route> plane_routes(uint8_t planes) const;
+    std::vector<std::optional<wire::Route6>> plane_routes6(uint8_t planes) const;
     void create_qps();
     void connect_qps(const Side &peer);
     std::vector<wire::MacAddr> next_hop_macs(const Side &peer);
@@ -182,6 +183,7 @@ class Generator {
     std::vector<uint32_t> local_ips_;
     std::vector<std::optional<wire::Ipv6Addr>> local_ip6_;
     std::vector<wire::Route> routes_;  // per plane: prefix and gateway
+    std::vector<std::optional<wire::Route6>> routes6_;  // IPv6 planes' ones
     std::vector<uint8_t> dscp_data_, dscp_control_;
     uint32_t mtu_payload_ = 0;  // the connection's, agreed with the peer
     std::vector<uint32_t> peer_ips_override_;

@@ -13,11 +13,11 @@ void add_options(CLI::App &cli, Options &o) {
     cli.add_option(
         "--local-ip", o.local_ip,
         "this end's address, one or one per plane: IPv4 (a.b.c.d or a.b.c.d/len) or IPv6 (RFC 4291 "
-        "text, /len allowed; same segment only, the peer's the same family)");
+        "text, /len allowed; the peer's the same family)");
     cli.add_option("--gateway", o.gateway,
-                   "the router in front of each plane (needs --local-ip with a prefix; its MAC "
-                   "is found by ARP), one or one per plane; none: no gateway. AF_XDP ports: the "
-                   "kernel's routes instead");
+                   "the router in front of each plane, of the plane's family (needs --local-ip "
+                   "with a prefix; its MAC is found by ARP or IPv6 neighbour discovery), one or "
+                   "one per plane; none: no gateway. AF_XDP ports: the kernel's routes instead");
     cli.add_option("--dscp-data", o.dscp_data, "DSCP (0-63) of data packets, one or one per plane")
         ->capture_default_str();
     cli.add_option("--dscp-control", o.dscp_control,

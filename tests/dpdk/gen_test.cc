@@ -170,11 +170,15 @@ TEST(Gen, Ipv6PlanesMoveEveryByteVerified) {
         EXPECT_GT(port["tx_data_pkts"].get<uint64_t>(), total / 1500 / 4) << port;
     EXPECT_EQ(r.server["worker_counters"]["rx_bad_cksum"], 0) << r.server_log;
     EXPECT_EQ(r.server["worker_counters"]["rx_stray"], 0) << r.server_log;
-    // On the wire in IPv6: every frame either end took was.
+    // On the wire in IPv6: every frame either end took was, MRC or the
+    // other end's neighbour adverts announcing its two addresses at start.
     for (const json *side : {&r.client, &r.server}) {
         const json &w = (*side)["worker_counters"];
         EXPECT_GT(w["rx_ipv6"].get<uint64_t>(), 0u);
-        EXPECT_EQ(w["rx_ipv6"], w["rx_packets"]) << w;
+        EXPECT_EQ(w["rx_nd"], 2) << w;
+        EXPECT_EQ(w["tx_nd"], 2) << w;
+        EXPECT_EQ(w["rx_ipv6"].get<uint64_t>() + 2, w["rx_packets"].get<uint64_t>()) << w;
+        EXPECT_EQ(w["tx_oversize"], 0) << "frames fit the MTU: " << w;
     }
     EXPECT_EQ(r.client["worker_counters"]["rx_bad_cksum"], 0) << r.client_log;
     sh("rm -rf " + p.dir);
@@ -192,7 +196,11 @@ TEST(Gen, Ipv6ZeroCopyTransmitVerifies) {
     expect_verified(r);
     EXPECT_EQ(r.server["bytes_verified"].get<uint64_t>(), total) << r.server_log;
     EXPECT_EQ(r.server["worker_counters"]["rx_bad_cksum"], 0) << r.server_log;
-    EXPECT_EQ(r.server["worker_counters"]["rx_ipv6"], r.server["worker_counters"]["rx_packets"]);
+    const json &w = r.server["worker_counters"];
+    EXPECT_EQ(w["rx_ipv6"].get<uint64_t>() + w["rx_nd"].get<uint64_t>(),
+              w["rx_packets"].get<uint64_t>())
+        << w;
+    EXPECT_EQ(r.client["worker_counters"]["tx_oversize"], 0) << r.client["worker_counters"];
     sh("rm -rf " + p.dir);
 }
 
@@ -405,7 +413,11 @@ TEST(Gen, BadFlagsAreRefusedWithTheReason) {
         {{"--local-ip", "10.0.0.300"}, "--local-ip"},
         {{"--local-ip", "fd00::1::2"}, "--local-ip"},
         {{"--local-ip", "fd00::1/129"}, "--local-ip"},
-        {{"--local-ip", "fd00::1", "--gateway", "10.0.0.1"}, "gateways over IPv6"},
+        {{"--local-ip", "fd00::1/64", "--gateway", "10.0.0.1"}, "give an IPv6 gateway"},
+        {{"--local-ip", "10.0.0.2/24", "--gateway", "fd00::fe"}, "give an IPv4 gateway"},
+        {{"--local-ip", "fd00::1", "--gateway", "fd00::fe"}, "needs its prefix"},
+        {{"--local-ip", "fd00::1/64", "--gateway", "fd00:1::fe"}, "not on plane 0's subnet"},
+        {{"--local-ip", "fd00::1/64", "--gateway", "ff02::1"}, "--gateway"},
         {{"--bogus"}, "--bogus"},
     };
     for (const Case &c : cases) {

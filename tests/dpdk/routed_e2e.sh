@@ -16,7 +16,9 @@
 # reason. Last, mrc-gen over the same taps and routers (--local-ip with
 # prefixes, --gateway: the gateways' MACs by ARP at set-up), write_imm
 # verified, and its errors for a gateway off the subnet or without a
-# prefix. Needs root; exits 77 without it.
+# prefix. Then mrc-gen again over IPv6 only (neighbour discovery, the
+# gateways by --gateway, the flow label checked in a capture at a router,
+# a ping -6 of a DPDK port). Needs root; exits 77 without it.
 #
 #   routed_e2e.sh path/to/app-dir   (mrcd, mrcctl, bulk_copy)
 set -euo pipefail
@@ -211,10 +213,13 @@ ip -n "$P-b" link set "${P}mb" up
 gen_on() {  # side host-number role lcores log-name [flags...]
   local side=$1 net=$2 role=$3 lc=$4 name=$5
   shift 5
+  local addrs=(--local-ip "10.$net.0.1/24,10.$net.1.1/24" --gateway "10.$net.0.254,10.$net.1.254")
+  [ "${gen_ipv6:-0}" = 1 ] &&
+    addrs=(--local-ip "2001:db8:$net:10::1/64,2001:db8:$net:11::1/64"
+      --gateway "2001:db8:$net:10::fe,2001:db8:$net:11::fe")
   ip netns exec "$P-$side" "$apps/mrc-gen" "${eal[@]}" --lcores "$lc" --file-prefix "$P-g$side" \
     --vdev="net_tap0,iface=t${side}0" --vdev="net_tap1,iface=t${side}1" -- --role "$role" \
-    --local-ip "10.$net.0.1/24,10.$net.1.1/24" --gateway "10.$net.0.254,10.$net.1.254" \
-    --oob 192.168.231.2:18515 --idle sleep --link-wait 30 "$@" >"$work/$name.log" 2>&1 &
+    "${addrs[@]}" --oob 192.168.231.2:18515 --idle sleep --link-wait 30 "$@" >"$work/$name.log" 2>&1 &
   gen_pid=$!
   pids+=("$gen_pid")
   bridge_taps "$side" "$net"
@@ -254,4 +259,79 @@ ip netns exec "$P-a" "$apps/mrc-gen" "${eal[@]}" --file-prefix "$P-gx" --vdev=ne
   --role client --local-ip 10.1.0.1 --gateway 10.1.0.254 --oob 127.0.0.1:1 >"$work/gx.log" 2>&1 || rc=$?
 [ "$rc" -ne 0 ] && grep -q "needs its prefix in --local-ip" "$work/gx.log" ||
   fail "a gateway without a prefix: exit $rc, $(tail -2 "$work/gx.log")"
-echo "ok: routed through two routers by ARP and gateways, verified"
+
+# The same over IPv6 only: the routers get IPv6 addresses (2001:db8:H:1P::fe,
+# no duplicate-address wait) and forward IPv6; mrc-gen finds its gateways
+# by neighbour discovery and the routers find the hosts' ports the same way
+# (the ports answer their solicitations). A capture at plane 0's router
+# checks the flow label of every MRC frame it forwards: the EV, as the UDP
+# source port; and the router pings the server's plane address.
+echo "== mrc-gen over IPv6 through the routers (neighbour discovery, flow label)"
+for p in 0 1; do
+  ip netns exec "$P-r$p" sysctl -qw net.ipv6.conf.all.forwarding=1
+  ip -n "$P-r$p" addr add "2001:db8:1:1$p::fe/64" dev "${P}ra" nodad
+  ip -n "$P-r$p" addr add "2001:db8:2:1$p::fe/64" dev "${P}rb" nodad
+done
+ip netns exec "$P-r0" dumpcap -q -i "${P}rb" -f "ip6 and udp" -c 3000 -a duration:60 \
+  -w "$work/r0-v6.pcapng" >"$work/dumpcap.log" 2>&1 &
+cap_pid=$!
+pids+=("$cap_pid")
+for _ in $(seq 50); do grep -q "Capturing on" "$work/dumpcap.log" 2>/dev/null && break; sleep 0.1; done
+gen_ipv6=1
+gen_on b 2 server 0@0,1@1 gen6-s --json "$work/gen6-s.json"
+spid=$gen_pid
+for _ in $(seq 300); do grep -q "waiting for a client" "$work/gen6-s.log" && break; sleep 0.1; done
+gen_on a 1 client 0@1,1@0 gen6-c --mode write_imm --verify --qps 4 --duration 3 \
+  --json "$work/gen6-c.json"
+cpid=$gen_pid
+# A ping of the server's plane-0 address from its router while it runs.
+ip netns exec "$P-r0" ping -6 -c 3 -i 0.2 -w 20 2001:db8:2:10::1 >"$work/ping6.log" 2>&1 &
+ping_pid=$!
+wait_exit "$cpid" 90 || fail "mrc-gen client (IPv6) failed: $(tail -3 "$work/gen6-c.log")"
+wait_exit "$spid" 30 || fail "mrc-gen server (IPv6) failed: $(tail -3 "$work/gen6-s.log")"
+wait "$ping_pid" || fail "the server's port did not answer ping -6: $(cat "$work/ping6.log")"
+cat "$work/ping6.log"
+stop_pid "$cap_pid" INT 5
+pids=()
+for p in 0 1; do
+  ra=$(ip -n "$P-r$p" -j link show "${P}ra" | python3 -c "import json,sys; print(json.load(sys.stdin)[0]['address'])")
+  grep -q "plane $p: 2001:db8:2:1$p::1 through gateway 2001:db8:1:1$p::fe ($ra, by neighbour discovery)" \
+    "$work/gen6-c.log" ||
+    fail "client plane $p not through its router ($ra): $(grep "plane $p" "$work/gen6-c.log")"
+  # The router learned the server's port by neighbour discovery.
+  ip -n "$P-r$p" -6 neigh show 2001:db8:2:1$p::1 | tee -a "$work/neigh6.txt" | grep -q lladdr ||
+    fail "router $p has no neighbour entry for the server's port"
+done
+python3 - "$work/gen6-c.json" "$work/gen6-s.json" <<'PY'
+import json, sys
+c, s = (json.load(open(p)) for p in sys.argv[1:3])
+assert c["verify_errors"] == 0 and s["verify_errors"] == 0, "verify errors"
+assert c["qp_errors"] == 0 and s["qp_errors"] == 0, "QP errors"
+assert c["bytes"] > (4 << 20), f"only {c['bytes']} bytes"
+assert s["bytes_verified"] > 0
+for p in c["ports"]:
+    assert p["ip"].startswith("2001:db8:1:"), p["ip"]
+    assert p["tx_packets"] > 200, f"{p['port']}: only {p['tx_packets']} packets"
+for side in (c, s):
+    w = side["worker_counters"]
+    assert w["rx_ipv6"] > 0 and w["rx_host_malformed"] == 0, w
+print(f"mrc-gen over IPv6 through the routers: {c['bytes'] / 2**20:.0f} MiB, {c['goodput_gbps']:.2f} Gb/s")
+PY
+tshark -r "$work/r0-v6.pcapng" -T fields -e ipv6.flow -e udp.srcport -e udp.dstport -e ipv6.hlim -e ipv6.dst \
+  >"$work/flows.txt" 2>"$work/tshark.log" || fail "tshark: $(cat "$work/tshark.log")"
+python3 - "$work/flows.txt" <<'PY'
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+mrc = [r for r in rows if len(r) >= 5 and "4797" in (r[1], r[2])]
+assert len(mrc) > 500, f"only {len(mrc)} MRC frames captured over IPv6 at the router"
+bad = [r for r in mrc if int(r[0], 16) != int(r[1])]
+assert not bad, f"{len(bad)} frames whose flow label is not their EV, e.g. {bad[:3]}"
+labels = {int(r[0], 16) for r in mrc}
+assert len(labels) >= 8, f"only {len(labels)} flow labels: the EVs are not sprayed"
+# Captured on the router's B side: A's frames after the router, B's before.
+fwd = [r for r in mrc if r[4] == "2001:db8:2:10::1"]
+assert fwd and all(int(r[3]) == 63 for r in fwd), "A's frames: hop limit after a router not 63"
+assert all(int(r[3]) == 64 for r in mrc if r not in fwd), "B's frames: hop limit not 64"
+print(f"{len(mrc)} MRC frames at the router, {len(labels)} flow labels, each the frame's EV")
+PY
+echo "ok: routed through two routers by ARP and gateways, and over IPv6 by neighbour discovery, verified"
