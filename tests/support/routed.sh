@@ -47,7 +47,8 @@ gateway_moves_mid_transfer() {
   bulk_copy_start moved "$peer" "$svc" "$bytes"
   start=$(forwarded)
   for _ in $(seq 300); do [ $(( $(forwarded) - start )) -gt 2000 ] && break; sleep 0.05; done
-  kill -0 "$copy_tx" 2>/dev/null || fail "the transfer ended before the router changed"
+  kill -0 "$copy_tx" 2>/dev/null ||
+    fail "the transfer ended before the router changed (it forwarded $(( $(forwarded) - start )) frames of it on $out_if; A's status: $("$apps/mrcctl" --socket "$work/a.sock" --json status 2>&1 | head -c 2000))"
   ip -n "$ns" link set "$in_if" address "$mac"
   ip netns exec "$ns" arping -q -U -c 2 -w 2 -I "$in_if" "$gw" || true
   moved_at=$(forwarded)
