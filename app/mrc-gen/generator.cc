@@ -395,20 +395,19 @@ std::vector<uint32_t> Generator::local_ips(uint8_t planes) const {
 namespace {
 std::vector<Gateway> gateways(const std::vector<std::string> &flag, uint8_t planes) {
     if (flag.empty()) return std::vector<Gateway>(planes);
-    return per_plane<Gateway>(flag, planes, "--gateway",
-                              [](std::string_view s) -> std::optional<Gateway> {
-                                  if (s == "none") return Gateway{};
-                                  if (is_ipv6_text(s)) {
-                                      const auto a = wire::parse_ipv6(s);
-                                      if (!a || wire::ipv6_is_unspecified(*a) ||
-                                          wire::ipv6_is_multicast(*a))
-                                          return std::nullopt;
-                                      return Gateway{0, a};
-                                  }
-                                  const auto a = wire::parse_ipv4(s);
-                                  if (!a) return std::nullopt;
-                                  return Gateway{*a, std::nullopt};
-                              });
+    return per_plane<Gateway>(
+        flag, planes, "--gateway", [](std::string_view s) -> std::optional<Gateway> {
+            if (s == "none") return Gateway{};
+            if (is_ipv6_text(s)) {
+                const auto a = wire::parse_ipv6(s);
+                if (!a || wire::ipv6_is_unspecified(*a) || wire::ipv6_is_multicast(*a))
+                    return std::nullopt;
+                return Gateway{0, a};
+            }
+            const auto a = wire::parse_ipv4(s);
+            if (!a) return std::nullopt;
+            return Gateway{*a, std::nullopt};
+        });
 }
 }  // namespace
 

@@ -182,7 +182,7 @@ class Generator {
     uint8_t planes_ = 0;
     std::vector<uint32_t> local_ips_;
     std::vector<std::optional<wire::Ipv6Addr>> local_ip6_;
-    std::vector<wire::Route> routes_;  // per plane: prefix and gateway
+    std::vector<wire::Route> routes_;                   // per plane: prefix and gateway
     std::vector<std::optional<wire::Route6>> routes6_;  // IPv6 planes' ones
     std::vector<uint8_t> dscp_data_, dscp_control_;
     uint32_t mtu_payload_ = 0;  // the connection's, agreed with the peer

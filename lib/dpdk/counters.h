@@ -18,7 +18,7 @@ namespace mrc::dp {
     X(rx_arp, "ARP frames received (a request for the plane's address is answered)")              \
     X(tx_arp, "ARP frames sent: replies for the plane's address, announcements at start")         \
     X(rx_nd, "IPv6 neighbour solicitations and adverts received (valid ones)")                    \
-    X(tx_nd, "IPv6 neighbour adverts sent: answers for the plane's address, announcements")      \
+    X(tx_nd, "IPv6 neighbour adverts sent: answers for the plane's address, announcements")       \
     X(tx_echo_replies, "ICMP and ICMPv6 echo replies sent (a ping of the plane's address)")       \
     X(rx_host_malformed, "ARP, ICMP or ICMPv6 frames for this host that do not parse (dropped)")  \
     X(rx_truncated, "frames shorter than their IP or UDP length fields say (dropped)")            \
@@ -37,7 +37,8 @@ namespace mrc::dp {
     X(tx_backpressure,                                                                            \
       "TX rounds not started because every port's queue was full (the core is not asked)")        \
     X(tx_nombuf, "transmit attempts that found the mbuf pool empty")                              \
-    X(tx_oversize, "frames longer than the port's MTU allows (dropped, not left to block a queue)") \
+    X(tx_oversize,                                                                                \
+      "frames longer than the port's MTU allows (dropped, not left to block a queue)")            \
     X(tx_port_down, "frames dropped because their port was cut or stopped")                       \
     X(idle_sleeps, "times the worker slept after a run of empty polls (idle-friendly mode)")      \
     X(idle_yields, "times the worker yielded its CPU after a run of empty polls (yield mode)")    \

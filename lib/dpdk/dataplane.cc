@@ -229,15 +229,15 @@ Result<wire::MacAddr> Dataplane::resolve_before_start(uint8_t plane, uint32_t ip
     const std::string why =
         fmt::format("{} did not answer ARP within {} ms", wire::ipv4_string(ip), timeout_ms);
     return resolve_with(plane, request, request_len, timeout_ms, dropped, why,
-                          [&](const uint8_t *f, uint32_t len, uint8_t *out, uint32_t cap,
-                              uint32_t *out_len, wire::MacAddr *mac) {
-                              if (!wire::is_arp(f, len)) return false;
-                              wire::ArpFrom from;
-                              wire::answer_host(f, len, mine, me, out, cap, out_len, &from);
-                              if (from.ip != ip || from.mac == wire::MacAddr{}) return false;
-                              *mac = from.mac;
-                              return true;
-                          });
+                        [&](const uint8_t *f, uint32_t len, uint8_t *out, uint32_t cap,
+                            uint32_t *out_len, wire::MacAddr *mac) {
+                            if (!wire::is_arp(f, len)) return false;
+                            wire::ArpFrom from;
+                            wire::answer_host(f, len, mine, me, out, cap, out_len, &from);
+                            if (from.ip != ip || from.mac == wire::MacAddr{}) return false;
+                            *mac = from.mac;
+                            return true;
+                        });
 }
 
 Result<wire::MacAddr> Dataplane::resolve_before_start(uint8_t plane, const wire::Ipv6Addr &ip,
@@ -252,16 +252,16 @@ Result<wire::MacAddr> Dataplane::resolve_before_start(uint8_t plane, const wire:
     const std::string why = fmt::format("{} did not answer neighbour solicitations within {} ms",
                                         wire::ipv6_string(ip), timeout_ms);
     return resolve_with(plane, request, request_len, timeout_ms, dropped, why,
-                          [&](const uint8_t *f, uint32_t len, uint8_t *out, uint32_t cap,
-                              uint32_t *out_len, wire::MacAddr *mac) {
-                              wire::NdFrom from;
-                              wire::answer_host6(f, len, mine, me, out, cap, out_len, &from);
-                              // The advert for `ip` (a solicitation from it
-                              // names its MAC as well).
-                              if (!from.valid || !(from.ip == ip)) return false;
-                              *mac = from.mac;
-                              return true;
-                          });
+                        [&](const uint8_t *f, uint32_t len, uint8_t *out, uint32_t cap,
+                            uint32_t *out_len, wire::MacAddr *mac) {
+                            wire::NdFrom from;
+                            wire::answer_host6(f, len, mine, me, out, cap, out_len, &from);
+                            // The advert for `ip` (a solicitation from it
+                            // names its MAC as well).
+                            if (!from.valid || !(from.ip == ip)) return false;
+                            *mac = from.mac;
+                            return true;
+                        });
 }
 
 Result<wire::MacAddr> Dataplane::resolve_with(uint8_t plane, const uint8_t *request,

@@ -269,9 +269,9 @@ class Worker {
     uint64_t port_tx_[kMaxPlanes] = {};
     uint64_t port_rx_[kMaxPlanes] = {};
     TxQueue txq_[kMaxPlanes];
-    TxPacket tx_out_[64];            // poll_tx's output, reused (not rebuilt every call)
-    std::vector<rte_mbuf *> stash_;  // pre-allocated mbufs for the next poll_tx
-    uint8_t port_enabled_ = 0;       // ports this worker still polls (not cut)
+    TxPacket tx_out_[64];              // poll_tx's output, reused (not rebuilt every call)
+    std::vector<rte_mbuf *> stash_;    // pre-allocated mbufs for the next poll_tx
+    uint8_t port_enabled_ = 0;         // ports this worker still polls (not cut)
     uint32_t max_frame_ = UINT32_MAX;  // the MTU's frame: Ethernet header + mtu_bytes
     uint8_t link_mask_ = 0;
     uint64_t table_gen_applied_ = 0;

@@ -219,7 +219,8 @@ HostAnswer on_nd(const Ipv6Hdr &iph, const uint8_t *frame, const uint8_t *icmp, 
                  const MacAddr &mac, const Ipv6Addr &ip, uint8_t *out, uint32_t cap,
                  uint32_t *out_len, NdFrom *from) {
     const uint8_t type = icmp[0];
-    if (iph.hop_limit != kNdHopLimit || icmp[1] != 0 || icmp_len < 24) return HostAnswer::kMalformed;
+    if (iph.hop_limit != kNdHopLimit || icmp[1] != 0 || icmp_len < 24)
+        return HostAnswer::kMalformed;
     Ipv6Addr target;
     std::memcpy(target.b, icmp + 8, 16);
     if (ipv6_is_multicast(target)) return HostAnswer::kMalformed;
@@ -287,8 +288,7 @@ HostAnswer answer_host6(const uint8_t *frame, uint32_t len, const MacAddr &mac, 
     if (!nd && !echo) return HostAnswer::kNone;  // router adverts, MLD, errors: not ours
     if (icmp6_checksum(iph.src, iph.dst, icmp, icmp_len) != 0) return HostAnswer::kMalformed;
     if (nd) return on_nd(iph, frame, icmp, icmp_len, mac, ip, out, cap, out_len, from);
-    if (icmp[1] != 0 || icmp_len < 8 || ipv6_is_multicast(iph.src) ||
-        ipv6_is_unspecified(iph.src))
+    if (icmp[1] != 0 || icmp_len < 8 || ipv6_is_multicast(iph.src) || ipv6_is_unspecified(iph.src))
         return HostAnswer::kMalformed;
     const uint32_t n = uint32_t(sizeof(EthHdr) + sizeof(Ipv6Hdr)) + icmp_len;
     if (n > cap) return HostAnswer::kNone;

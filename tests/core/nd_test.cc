@@ -256,9 +256,9 @@ TEST(Nd, InvalidNdIsRefusedWhoeverItIsFor) {
     // No room for the answer: none written.
     uint32_t n = 0;
     NdFrom from;
-    EXPECT_EQ(answer_host6(good.data(), uint32_t(good.size()), kMe, kMyIp, o.buf.data(), 60, &n,
-                           &from),
-              HostAnswer::kNone);
+    EXPECT_EQ(
+        answer_host6(good.data(), uint32_t(good.size()), kMe, kMyIp, o.buf.data(), 60, &n, &from),
+        HostAnswer::kNone);
     EXPECT_EQ(n, 0u);
 }
 

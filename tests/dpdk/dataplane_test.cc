@@ -327,9 +327,8 @@ TEST(Dataplane, Ipv6EveryByteArrivesAndAZeroChecksumIsDropped) {
     EXPECT_EQ(tb.worker.rx_ipv6 + tb.worker.rx_nd + 1, tb.worker.rx_packets)
         << "all but the bad frame";
     EXPECT_EQ(ta.worker.tx_oversize + tb.worker.tx_oversize, 0u) << "frames fit the MTU";
-    EXPECT_EQ(f.a->max_payload_bytes() + wire::kIpv6ExtraBytes, f.a->config().mtu_bytes -
-                                                                     (wire::kDataImmHdrBytes -
-                                                                      sizeof(wire::EthHdr)));
+    EXPECT_EQ(f.a->max_payload_bytes() + wire::kIpv6ExtraBytes,
+              f.a->config().mtu_bytes - (wire::kDataImmHdrBytes - sizeof(wire::EthHdr)));
 }
 
 // A frame over the port's MTU is dropped and counted before it reaches the
